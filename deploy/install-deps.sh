@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that zshard's build, tests and benchmarks
+# need. Idempotent: packages already present are skipped. Run as root.
+#   --with-baselines   also install python3-torch (large; only benchmarks use it)
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libgloo-dev libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libsqlite3-dev libcpp-httplib-dev libssl-dev
+  python3 python3-prometheus-client
+  clang-14 libclang-rt-14-dev openssl procps tmux bsdutils
+  nodejs npm
+)
+if [[ "${1:-}" == "--with-baselines" ]]; then
+  PACKAGES+=(python3-torch)
+fi
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "install-deps.sh: must run as root (apt-get)" >&2
+  exit 2
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+# nodejs/npm may come from elsewhere on the machine: skip them if present.
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  tmp=()
+  for p in "${missing[@]}"; do
+    [[ "$p" == nodejs || "$p" == npm ]] || tmp+=("$p")
+  done
+  missing=("${tmp[@]+"${tmp[@]}"}")
+fi
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps.sh: all packages present"
+  exit 0
+fi
+echo "install-deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"
