@@ -46,6 +46,10 @@ struct ModelSpec {
 absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view json_text);
 // The same from an already parsed JSON value (e.g. inside a job spec).
 absl::StatusOr<ModelSpec> ModelSpecFromJson(const nlohmann::json& j);
+// Validates a spec built in code with the same rules as the parser: at
+// least one param, non-empty unique names, non-empty shapes of dimensions
+// >= 1, element counts (per param and in total) that fit in int64.
+absl::Status ValidateModelSpec(const ModelSpec& spec);
 // Serialises back to the JSON form ParseModelSpec reads.
 std::string ModelSpecToJson(const ModelSpec& spec);
 

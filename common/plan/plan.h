@@ -103,10 +103,24 @@ struct Plan {
 
 // Computes the plan. InvalidArgument on bad options (world < 1, instances
 // not dividing world, expert_parallel not dividing D, bucket_size < 0, ...).
-absl::StatusOr<Plan> MakePlan(const ModelSpec& model, const PlanOptions& options);
+absl::StatusOr<Plan> MakePlan(const ModelSpec& model,
+                              const PlanOptions& options);
 
-// Rank r's shards and pieces. Requires 0 <= rank < plan.world.
+// Rank r's shards and pieces. Requires 0 <= rank < plan.world (see
+// CheckRank); an out-of-range rank yields a RankPlan without shards.
 RankPlan MakeRankPlan(const ModelSpec& model, const Plan& plan, int rank);
+
+// OK when 0 <= rank < plan.world, else InvalidArgument naming the rank.
+absl::Status CheckRank(const Plan& plan, int rank);
+
+// The default bucket size in elements for a job whose max world is
+// `max_world`: max(40,000,000, 1,000,000 * max_world).
+int64_t DefaultBucketSize(int max_world);
+
+// The padding multiple of a bucket sharded over `group_size` ranks:
+// lcm(group_size, 128), or lcm(group_size, 128, 65536) with
+// pad_for_high_nccl_busbw.
+int64_t BucketPadMultiple(int group_size, bool pad_for_high_nccl_busbw);
 
 // Groups (DESIGN.md section 2): the intra-instance group of `rank` (its D
 // ranks) and the inter-instance group (same shard_rank, every instance).

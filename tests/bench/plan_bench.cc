@@ -1,0 +1,125 @@
+// zshard-plan-bench: times the planner on a preset layout, MakePlan plus
+// MakeRankPlan for every rank of the world, and reports min and median.
+//   zshard-plan-bench [--preset NAME] [--world W] [--instances I]
+//                     [--iterations N] [--output table|json]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "common/plan/plan.h"
+#include "common/plan/presets.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Ms(Clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+struct Sample {
+  double plan_ms = 0;
+  double ranks_ms = 0;
+  double total_ms() const { return plan_ms + ranks_ms; }
+};
+
+int Usage() {
+  std::fprintf(stderr,
+               "usage: zshard-plan-bench [--preset NAME] [--world W] "
+               "[--instances I] [--iterations N] [--output table|json]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string preset = "llama2-70b";
+  std::string output = "table";
+  int world = 1024, instances = 8, iterations = 20;
+  for (int i = 1; i < argc; ++i) {
+    if (i + 1 >= argc) return Usage();
+    const char* flag = argv[i];
+    const char* value = argv[++i];
+    bool ok = true;
+    if (std::strcmp(flag, "--preset") == 0) {
+      preset = value;
+    } else if (std::strcmp(flag, "--output") == 0) {
+      output = value;
+    } else if (std::strcmp(flag, "--world") == 0) {
+      ok = absl::SimpleAtoi(value, &world);
+    } else if (std::strcmp(flag, "--instances") == 0) {
+      ok = absl::SimpleAtoi(value, &instances);
+    } else if (std::strcmp(flag, "--iterations") == 0) {
+      ok = absl::SimpleAtoi(value, &iterations) && iterations >= 1;
+    } else {
+      ok = false;
+    }
+    if (!ok) return Usage();
+  }
+  absl::StatusOr<zshard::plan::ModelSpec> model =
+      zshard::plan::PresetModel(preset);
+  if (!model.ok()) {
+    std::fprintf(stderr, "zshard-plan-bench: %s\n",
+                 std::string(model.status().message()).c_str());
+    return 2;
+  }
+  zshard::plan::PlanOptions options;
+  options.world = world;
+  options.instances = instances;
+  std::vector<Sample> samples;
+  size_t buckets = 0, shards = 0, pieces = 0;
+  for (int it = 0; it < iterations; ++it) {
+    Sample s;
+    const Clock::time_point t0 = Clock::now();
+    absl::StatusOr<zshard::plan::Plan> plan =
+        zshard::plan::MakePlan(*model, options);
+    const Clock::time_point t1 = Clock::now();
+    if (!plan.ok()) {
+      std::fprintf(stderr, "zshard-plan-bench: %s\n",
+                   std::string(plan.status().message()).c_str());
+      return 2;
+    }
+    shards = pieces = 0;
+    for (int r = 0; r < plan->world; ++r) {
+      zshard::plan::RankPlan rank =
+          zshard::plan::MakeRankPlan(*model, *plan, r);
+      shards += rank.shards.size();
+      for (const auto& shard : rank.shards) pieces += shard.pieces.size();
+    }
+    const Clock::time_point t2 = Clock::now();
+    buckets = 0;
+    for (const auto& b : plan->buffers) buckets += b.buckets.size();
+    s.plan_ms = Ms(t1 - t0);
+    s.ranks_ms = Ms(t2 - t1);
+    samples.push_back(s);
+  }
+  std::sort(samples.begin(), samples.end(),
+            [](const Sample& a, const Sample& b) {
+              return a.total_ms() < b.total_ms();
+            });
+  const Sample& min = samples.front();
+  const Sample& median = samples[samples.size() / 2];
+  if (output == "json") {
+    std::printf(
+        "{\"preset\": \"%s\", \"world\": %d, \"instances\": %d, "
+        "\"iterations\": %d, \"buckets\": %zu, \"shards\": %zu, "
+        "\"pieces\": %zu, \"min_ms\": %.3f, \"median_ms\": %.3f, "
+        "\"median_make_plan_ms\": %.3f, \"median_rank_plans_ms\": %.3f}\n",
+        preset.c_str(), world, instances, iterations, buckets, shards, pieces,
+        min.total_ms(), median.total_ms(), median.plan_ms, median.ranks_ms);
+    return 0;
+  }
+  std::printf(
+      "planner: %s  W=%d  I=%d  (%zu buckets, %zu shards, %zu pieces)\n"
+      "  MakePlan + MakeRankPlan x %d ranks, %d iterations\n"
+      "  min %.3f ms  median %.3f ms  (median MakePlan %.3f ms, rank plans "
+      "%.3f ms)\n",
+      preset.c_str(), world, instances, buckets, shards, pieces, world,
+      iterations, min.total_ms(), median.total_ms(), median.plan_ms,
+      median.ranks_ms);
+  return 0;
+}
