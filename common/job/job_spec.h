@@ -1,0 +1,80 @@
+// The job spec: what a coordinator runs (model, layout, optimizer, world
+// bounds, leases, workload, checkpoints), parsed from JSON with one clear
+// InvalidArgument line per problem.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/plan/model_spec.h"
+#include "common/plan/plan.h"
+#include "nlohmann/json_fwd.hpp"
+
+namespace zshard::job {
+
+// Adam hyperparameters; defaults as in the job spec format.
+struct OptimizerSpec {
+  double lr = 0.001;            // > 0
+  double beta1 = 0.9;           // [0, 1)
+  double beta2 = 0.999;         // [0, 1)
+  double eps = 1e-8;            // > 0
+  double weight_decay = 0.0;    // >= 0 (decoupled, AdamW)
+  double clip_grad_norm = 0.0;  // >= 0; 0 disables clipping
+};
+
+// World bounds. W is the largest multiple of `instances` in
+// [min, min(healthy members, max)].
+struct WorldSpec {
+  int instances = 2;  // >= 1, divides max
+  int min = 2;        // >= 1
+  int max = 4;        // >= min
+};
+
+enum class WorkloadKind { kIdle, kSynthetic, kRegression };
+
+// "idle", "synthetic", "regression".
+const char* WorkloadKindName(WorkloadKind kind);
+
+struct WorkloadSpec {
+  WorkloadKind kind = WorkloadKind::kIdle;
+  int64_t steps = 0;            // 0: run until stopped
+  int64_t global_batch = 64;    // >= 1
+  int64_t step_delay_ms = 100;  // idle workload: time per step
+};
+
+struct CheckpointSpec {
+  std::string dir;          // empty: no checkpoints
+  int64_t every_steps = 0;  // 0: never; > 0 requires dir
+};
+
+struct JobSpec {
+  std::string name;          // 1..128 of [A-Za-z0-9._-]
+  std::string model_preset;  // the preset name, or empty for inline params
+  plan::ModelSpec model;     // resolved (preset or inline)
+  // bucket_size 0 (the default) means max(40,000,000, 1,000,000 * max
+  // world); layout.max_world is set to world.max.
+  plan::LayoutOptions layout;
+  OptimizerSpec optimizer;
+  WorldSpec world;
+  int64_t lease_timeout_ms = 5000;       // [100, 3600000]
+  int64_t heartbeat_interval_ms = 1000;  // [10, lease_timeout_ms)
+  WorkloadSpec workload;
+  CheckpointSpec checkpoint;
+};
+
+// Parses and validates a job spec from JSON text. InvalidArgument with one
+// line naming the field on any problem (wrong type or range, min > max,
+// instances not dividing max, unknown preset or workload, unknown field).
+absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view json_text);
+// The same from an already parsed value.
+absl::StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& j);
+// Serialises to the JSON form ParseJobSpec reads (a preset stays a preset).
+std::string JobSpecToJson(const JobSpec& spec);
+
+// Plan options for a world of `world` ranks under this job (bucket size
+// fixed by the job's max world).
+plan::PlanOptions JobPlanOptions(const JobSpec& spec, int world);
+
+}  // namespace zshard::job

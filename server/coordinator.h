@@ -1,0 +1,99 @@
+// The coordinator process's core, minus flag parsing: the membership, its
+// store, the rendezvous store, the gRPC server with every service (plus
+// health and reflection), the lease ticker and the metrics endpoint.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "common/job/job_spec.h"
+#include "server/membership/membership.h"
+#include "server/rendezvous/rendezvous_kv.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace zshard::server {
+
+class StateStore;
+class RpcMetrics;
+class MetricsServer;
+class WorkerServiceImpl;
+class RendezvousServiceImpl;
+class DashboardServiceImpl;
+class AdminServiceImpl;
+
+struct CoordinatorOptions {
+  // gRPC address; port 0 picks a free port (see Coordinator::port()).
+  std::string listen = "127.0.0.1:0";
+  // Directory of coordinator.db; empty keeps state in memory only.
+  std::string state_dir;
+  // host:port of the Prometheus endpoint; empty: none.
+  std::string metrics_listen;
+  // PEM contents. cert and key together turn TLS on; client_ca then
+  // requires and verifies client certificates.
+  std::string tls_cert_pem;
+  std::string tls_key_pem;
+  std::string tls_client_ca_pem;
+  // Bearer token for AdminService; empty: admin RPCs are open.
+  std::string admin_token;
+  // How often leases and suspects are checked.
+  int64_t tick_interval_ms = 50;
+  // Time source for leases; null: the real clock.
+  Clock* clock = nullptr;
+  MembershipOptions membership;
+  RendezvousOptions rendezvous;
+};
+
+// Thread-safe. Serving starts in Start and ends in Shutdown (or the
+// destructor); Shutdown does not wait for open WatchPlan streams longer
+// than a second.
+class Coordinator {
+ public:
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Start(
+      job::JobSpec spec, CoordinatorOptions options);
+  ~Coordinator();
+
+  // The bound gRPC port and "host:port" with it.
+  int port() const { return port_; }
+  std::string address() const;
+  // The bound metrics port (0 when none).
+  int metrics_port() const { return metrics_port_; }
+
+  // Stops serving. Idempotent.
+  void Shutdown();
+
+  Membership* membership() { return membership_.get(); }
+
+ private:
+  Coordinator() = default;
+  absl::Status StartServing(const job::JobSpec& spec);
+  std::string RenderMetrics();
+  void TickLoop();
+
+  CoordinatorOptions options_;
+  std::unique_ptr<StateStore> store_;
+  std::unique_ptr<Membership> membership_;
+  std::unique_ptr<RendezvousKv> kv_;
+  std::unique_ptr<RpcMetrics> rpc_metrics_;
+  std::unique_ptr<WorkerServiceImpl> worker_service_;
+  std::unique_ptr<RendezvousServiceImpl> rendezvous_service_;
+  std::unique_ptr<DashboardServiceImpl> dashboard_service_;
+  std::unique_ptr<AdminServiceImpl> admin_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsServer> metrics_server_;
+  std::thread ticker_;
+  int port_ = 0;
+  int metrics_port_ = 0;
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace zshard::server

@@ -1,0 +1,258 @@
+// The coordinator's membership state machine (DESIGN.md section 6):
+// members and incarnations, leases, suspect checks, the world policy and
+// the two-phase epoch transition. No gRPC inside; time comes from an
+// injected Clock, durability from an optional StateStore.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/job/job_spec.h"
+#include "server/membership/types.h"
+#include "server/store/state_store.h"
+
+namespace zshard::server {
+
+struct MembershipOptions {
+  // A suspect silent for longer than this is DEAD at once. 0: twice the
+  // heartbeat interval, at most half the lease.
+  int64_t suspect_window_ms = 0;
+  // A suspect that does not heartbeat within this time after the report is
+  // DEAD. 0: 1.5 heartbeat intervals.
+  int64_t suspect_grace_ms = 0;
+  // Joins beyond this many live members get ResourceExhausted.
+  int max_live_members = 10000;
+  // DEAD/LEFT records kept (oldest forgotten first).
+  int max_gone_members = 1024;
+  // Spares listed in a plan update (after the ranks); the rest are only
+  // counted. Keeps updates small when hundreds of spares watch.
+  int max_listed_spares = 8;
+  // Plan updates kept for watchers that fall behind (they get a snapshot).
+  int update_log_size = 64;
+};
+
+struct JoinArgs {
+  std::string name;
+  std::string address;
+  std::map<std::string, std::string> labels;
+  DeviceInfo device;
+};
+
+// A member as the dashboard shows it.
+struct MemberView {
+  Member member;
+  int instance = -1;
+  int shard_rank = -1;
+  int64_t ms_since_heartbeat = 0;
+};
+
+struct ClusterView {
+  std::string job;
+  int64_t epoch = 0;
+  bool transitioning = false;
+  int64_t pending_epoch = 0;
+  int world = 0;
+  int instances = 1;
+  std::string plan_hash;
+  int min_world = 0;
+  int max_world = 0;
+  int target_world = 0;
+  std::vector<MemberView> members;  // live first, by rank, then join order
+};
+
+// Counters for metrics.
+struct MembershipStats {
+  std::map<MemberState, int> members_by_state;
+  int64_t epoch = 0;
+  int64_t commits = 0;
+  int64_t abandons = 0;
+  int64_t proposals = 0;
+};
+
+// Plan updates for a watcher: `updates` in order, and the sequence number
+// to wait after next time.
+struct WatchBatch {
+  // Shared and immutable: many watchers hold the same updates.
+  std::vector<std::shared_ptr<const PlanUpdate>> updates;
+  int64_t last_seq = 0;
+  bool shutdown = false;
+};
+
+// Thread-safe. Every public method takes the one internal lock; none
+// blocks except WaitForUpdates.
+class Membership {
+ public:
+  // Creates the state machine for `spec`, restoring members and epochs
+  // from `store` when it holds them (leases re-armed: each live member gets
+  // one lease from now). FailedPrecondition when the store holds another
+  // job. `clock` and `store` (may be null: memory only) must outlive it.
+  static absl::StatusOr<std::unique_ptr<Membership>> Create(
+      job::JobSpec spec, Clock* clock, StateStore* store,
+      MembershipOptions options = {});
+
+  // A new incarnation of worker `args.name`; an older live incarnation of
+  // the name is fenced (DEAD). InvalidArgument on bad names or labels,
+  // ResourceExhausted past max_live_members.
+  absl::StatusOr<JoinReply> Join(const JoinArgs& args);
+
+  // Renews the lease. NotFound for unknown ids, Unauthenticated for a wrong
+  // or fenced token or a DEAD/LEFT member, FailedPrecondition for an epoch
+  // newer than any proposed.
+  absl::StatusOr<HeartbeatReply> Heartbeat(const std::string& worker_id,
+                                           const std::string& token,
+                                           int64_t epoch, int64_t step);
+
+  // PREPARED ack for the proposed `epoch`; returns the phase after it.
+  absl::StatusOr<PlanPhase> AckPrepared(const std::string& worker_id,
+                                        const std::string& token, int64_t epoch,
+                                        int64_t step, bool commit_point_passed);
+  // ACTIVE ack for the committed `epoch`.
+  absl::StatusOr<PlanPhase> AckActive(const std::string& worker_id,
+                                      const std::string& token, int64_t epoch);
+
+  // A peer suspects the member given by id (or, if empty, by rank in
+  // `epoch`). The rule: the suspect is DEAD at once when it has been silent
+  // longer than the suspect window; otherwise it is DEAD unless it
+  // heartbeats within the suspect grace after the report (checked by
+  // Tick). Returns the suspect's state after the immediate check.
+  absl::StatusOr<MemberState> ReportSuspect(const std::string& worker_id,
+                                            const std::string& token,
+                                            int64_t epoch,
+                                            const std::string& suspect_id,
+                                            int suspect_rank,
+                                            const std::string& reason);
+
+  // Graceful leave: the member is LEFT and its rank is re-planned.
+  absl::Status Leave(const std::string& worker_id, const std::string& token,
+                     const std::string& reason);
+
+  // Admin: marks the live member `name` DRAINING. NotFound if none.
+  absl::Status Drain(const std::string& name);
+  // Admin: caps the world (0 clears). InvalidArgument unless 0 or a
+  // multiple of the instances within [min, max]. Returns the cap.
+  absl::StatusOr<int> SetTargetWorld(int world);
+
+  // Expires leases and confirms suspects at the clock's time; re-plans.
+  void Tick();
+
+  // OK when the token is the live incarnation of `worker_id` (codes as in
+  // Heartbeat).
+  absl::Status CheckSession(const std::string& worker_id,
+                            const std::string& token);
+  // OK when `epoch` is the committed epoch or the one in transition;
+  // FailedPrecondition otherwise.
+  absl::Status CheckEpoch(int64_t epoch);
+
+  // Plan updates after `after_seq` (0: a snapshot: the committed epoch,
+  // then the one in transition). Blocks up to `timeout` when there are
+  // none; returns early with shutdown set after Shutdown().
+  WatchBatch WaitForUpdates(int64_t after_seq, absl::Duration timeout);
+  // Wakes every waiter; later waits return at once.
+  void Shutdown();
+
+  ClusterView View();
+  EpochPlan CommittedPlan();
+  MembershipStats Stats();
+  int64_t CommittedEpoch();
+  const job::JobSpec& spec() const { return spec_; }
+
+ private:
+  Membership(job::JobSpec spec, Clock* clock, StateStore* store,
+             MembershipOptions options);
+
+  absl::Status RestoreLocked(const StoredState& state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Member*> SessionLocked(const std::string& worker_id,
+                                        const std::string& token)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckEpochLocked(int64_t epoch) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Member* FindLocked(const std::string& worker_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Member `m` stops counting (DEAD or LEFT); abandons a proposal that
+  // gives it a rank.
+  void GoneLocked(Member& m, MemberState state, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Proposes a new epoch when membership calls for one.
+  void ReconcileLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ProposeLocked(int world) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AbandonLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CommitLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool CommittedBrokenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool HealthyLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string PlanHashLocked(int world) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ForgetGoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  void PublishLocked(PlanPhase phase, const EpochPlan& plan)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rebuilds the watchers' snapshot from committed_/proposal_/abandoned_.
+  void SnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EventLocked(const std::string& kind, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DirtyLocked(const Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SaveEpochLocked(const EpochPlan& plan, EpochStatus status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SaveMetaLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the pending batch; logs (never crashes) on failure.
+  void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const job::JobSpec spec_;
+  Clock* const clock_;
+  StateStore* const store_;
+  const MembershipOptions options_;
+  const int64_t suspect_window_ms_;
+  const int64_t suspect_grace_ms_;
+
+  absl::Mutex mu_;
+  std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);  // by id
+  std::map<std::string, std::string> live_by_name_ ABSL_GUARDED_BY(mu_);
+  EpochPlan committed_ ABSL_GUARDED_BY(mu_);  // epoch 0: none yet
+  bool committed_stable_ ABSL_GUARDED_BY(mu_) = true;
+  std::set<std::string> active_acks_ ABSL_GUARDED_BY(mu_);
+  std::optional<EpochPlan> proposal_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> prepared_ ABSL_GUARDED_BY(mu_);  // id->step
+  std::optional<EpochPlan> abandoned_ ABSL_GUARDED_BY(mu_);  // last, if latest
+  int64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t next_join_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  int target_world_ ABSL_GUARDED_BY(mu_) = 0;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  // Watchers use only their own mutex, condition variable, update log and
+  // snapshot, never mu_, so that many watchers never queue up in front of
+  // heartbeats. Order: mu_, then watch_mu_.
+  absl::Mutex watch_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  absl::CondVar watch_cv_;
+  std::deque<std::shared_ptr<const PlanUpdate>> log_ ABSL_GUARDED_BY(watch_mu_);
+  int64_t watch_seq_ ABSL_GUARDED_BY(watch_mu_) = 0;
+  bool watch_shutdown_ ABSL_GUARDED_BY(watch_mu_) = false;
+  // What a new watcher gets first: the committed epoch, then the proposal
+  // in flight or the last abandoned one (each may be null).
+  std::shared_ptr<const PlanUpdate> snap_committed_ ABSL_GUARDED_BY(watch_mu_);
+  std::shared_ptr<const PlanUpdate> snap_pending_ ABSL_GUARDED_BY(watch_mu_);
+  int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<int, std::string> hash_cache_ ABSL_GUARDED_BY(mu_);
+  std::string last_unviable_ ABSL_GUARDED_BY(mu_);
+  // A ranked member of the committed epoch is no longer healthy.
+  bool committed_broken_ ABSL_GUARDED_BY(mu_) = false;
+  // What changed last (the reason a proposal gives).
+  std::string change_reason_ ABSL_GUARDED_BY(mu_);
+  StoreWrite pending_write_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> dirty_ ABSL_GUARDED_BY(mu_);
+  MembershipStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace zshard::server

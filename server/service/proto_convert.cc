@@ -1,0 +1,120 @@
+// Value type <-> proto conversions.
+#include "server/service/proto_convert.h"
+
+namespace zshard::server {
+
+v1::MemberState ToProto(MemberState state) {
+  switch (state) {
+    case MemberState::kJoining:
+      return v1::MEMBER_STATE_JOINING;
+    case MemberState::kActive:
+      return v1::MEMBER_STATE_ACTIVE;
+    case MemberState::kSpare:
+      return v1::MEMBER_STATE_SPARE;
+    case MemberState::kDraining:
+      return v1::MEMBER_STATE_DRAINING;
+    case MemberState::kDead:
+      return v1::MEMBER_STATE_DEAD;
+    case MemberState::kLeft:
+      return v1::MEMBER_STATE_LEFT;
+  }
+  return v1::MEMBER_STATE_UNSPECIFIED;
+}
+
+v1::PlanPhase ToProto(PlanPhase phase) {
+  switch (phase) {
+    case PlanPhase::kProposed:
+      return v1::PLAN_PHASE_PROPOSED;
+    case PlanPhase::kCommitted:
+      return v1::PLAN_PHASE_COMMITTED;
+    case PlanPhase::kAbandoned:
+      return v1::PLAN_PHASE_ABANDONED;
+  }
+  return v1::PLAN_PHASE_UNSPECIFIED;
+}
+
+v1::Command ToProto(Command command) {
+  switch (command) {
+    case Command::kNone:
+      return v1::COMMAND_UNSPECIFIED;
+    case Command::kAbort:
+      return v1::COMMAND_ABORT;
+    case Command::kDrain:
+      return v1::COMMAND_DRAIN;
+    case Command::kExit:
+      return v1::COMMAND_EXIT;
+  }
+  return v1::COMMAND_UNSPECIFIED;
+}
+
+void ToProto(const Slot& slot, v1::Assignment* out) {
+  out->set_worker_id(slot.worker_id);
+  out->set_name(slot.name);
+  out->set_address(slot.address);
+  out->set_rank(slot.rank);
+  out->set_instance(slot.instance);
+  out->set_shard_rank(slot.shard_rank);
+  out->mutable_labels()->insert(slot.labels.begin(), slot.labels.end());
+}
+
+void ToProto(const PlanUpdate& update, v1::PlanUpdate* out) {
+  const EpochPlan& p = update.plan;
+  out->set_epoch(p.epoch);
+  out->set_phase(ToProto(update.phase));
+  out->set_world(p.world);
+  out->set_instances(p.instances);
+  out->set_plan_hash(p.plan_hash);
+  out->set_resume_step(p.resume_step);
+  out->set_base_epoch(p.base_epoch);
+  out->set_reason(p.reason);
+  out->set_spares(p.spares);
+  for (const Slot& s : p.slots) ToProto(s, out->add_assignments());
+  for (const Move& m : p.moves) {
+    v1::Move* pm = out->add_moves();
+    pm->set_from_rank(m.from_rank);
+    pm->set_to_rank(m.to_rank);
+    pm->set_buffer(m.buffer);
+    pm->set_bucket(m.bucket);
+    pm->set_offset(m.offset);
+    pm->set_length(m.length);
+  }
+}
+
+void ToProto(const ClusterView& view, v1::GetClusterStatusResponse* out) {
+  out->set_job(view.job);
+  out->set_epoch(view.epoch);
+  out->set_state(view.transitioning ? v1::CLUSTER_STATE_TRANSITIONING
+                                    : v1::CLUSTER_STATE_STABLE);
+  out->set_world(view.world);
+  out->set_instances(view.instances);
+  out->set_plan_hash(view.plan_hash);
+  out->set_pending_epoch(view.pending_epoch);
+  out->set_min_world(view.min_world);
+  out->set_max_world(view.max_world);
+  out->set_target_world(view.target_world);
+  for (const MemberView& mv : view.members) {
+    const Member& m = mv.member;
+    v1::MemberStatus* s = out->add_members();
+    s->set_name(m.name);
+    s->set_worker_id(m.worker_id);
+    s->set_state(ToProto(m.state));
+    s->set_rank(m.rank);
+    s->set_instance(mv.instance);
+    s->set_shard_rank(mv.shard_rank);
+    s->set_step(m.step);
+    s->set_last_heartbeat_ms(mv.ms_since_heartbeat);
+    s->mutable_labels()->insert(m.labels.begin(), m.labels.end());
+    s->set_address(m.address);
+  }
+}
+
+DeviceInfo FromProto(const v1::DeviceInfo& device) {
+  DeviceInfo d;
+  d.kind = device.kind();
+  d.model = device.model();
+  d.memory_bytes = device.memory_bytes();
+  d.count = device.count();
+  return d;
+}
+
+}  // namespace zshard::server

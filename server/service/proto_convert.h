@@ -1,0 +1,21 @@
+// Conversions between the membership's value types and zshard.v1 protos,
+// for the service adapters.
+#pragma once
+
+#include "server/membership/membership.h"
+#include "server/membership/types.h"
+#include "zshard/v1/dashboard_service.pb.h"
+#include "zshard/v1/types.pb.h"
+#include "zshard/v1/worker_service.pb.h"
+
+namespace zshard::server {
+
+v1::MemberState ToProto(MemberState state);
+v1::PlanPhase ToProto(PlanPhase phase);
+v1::Command ToProto(Command command);
+void ToProto(const Slot& slot, v1::Assignment* out);
+void ToProto(const PlanUpdate& update, v1::PlanUpdate* out);
+void ToProto(const ClusterView& view, v1::GetClusterStatusResponse* out);
+DeviceInfo FromProto(const v1::DeviceInfo& device);
+
+}  // namespace zshard::server

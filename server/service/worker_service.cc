@@ -1,0 +1,142 @@
+// WorkerService adapter.
+#include "server/service/worker_service.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "common/grpc_status.h"
+#include "server/service/proto_convert.h"
+#include "server/service/rpc_scope.h"
+
+namespace zshard::server {
+
+grpc::Status WorkerServiceImpl::Join(grpc::ServerContext*,
+                                     const v1::JoinRequest* req,
+                                     v1::JoinResponse* resp) {
+  RpcScope scope(metrics_, "Join");
+  JoinArgs args;
+  args.name = req->name();
+  args.address = req->address();
+  args.labels = std::map<std::string, std::string>(req->labels().begin(),
+                                                   req->labels().end());
+  args.device = FromProto(req->device());
+  absl::StatusOr<JoinReply> r = membership_->Join(args);
+  if (!r.ok()) return scope.Finish(ToGrpcStatus(r.status()));
+  const job::JobSpec& spec = membership_->spec();
+  resp->set_worker_id(r->worker_id);
+  resp->set_token(r->token);
+  resp->set_job_name(spec.name);
+  resp->set_job_spec_json(job::JobSpecToJson(spec));
+  resp->set_heartbeat_interval_ms(spec.heartbeat_interval_ms);
+  resp->set_lease_timeout_ms(spec.lease_timeout_ms);
+  resp->set_epoch(r->epoch);
+  return scope.Finish(grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(
+    grpc::CallbackServerContext* ctx, const v1::HeartbeatRequest* req,
+    v1::HeartbeatResponse* resp) {
+  RpcScope scope(metrics_, "Heartbeat");
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<HeartbeatReply> r = membership_->Heartbeat(
+      req->worker_id(), req->token(), req->epoch(), req->step());
+  if (!r.ok()) {
+    reactor->Finish(scope.Finish(ToGrpcStatus(r.status())));
+    return reactor;
+  }
+  resp->set_epoch(r->epoch);
+  resp->set_pending_epoch(r->pending_epoch);
+  resp->set_state(ToProto(r->state));
+  resp->set_command(ToProto(r->command));
+  reactor->Finish(scope.Finish(grpc::Status::OK));
+  return reactor;
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerServiceImpl::WatchPlan(
+    grpc::CallbackServerContext*, const grpc::ByteBuffer* raw) {
+  RpcScope scope(metrics_, "WatchPlan");
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (raw->Dump(&slices).ok()) {
+    for (const grpc::Slice& s : slices) {
+      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+  }
+  v1::WatchPlanRequest req;
+  grpc::Status session;
+  if (!req.ParseFromString(bytes)) {
+    session = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                           "watch plan request does not parse");
+  } else {
+    session =
+        ToGrpcStatus(membership_->CheckSession(req.worker_id(), req.token()));
+  }
+  return watch_hub_.Open(scope.Finish(session));
+}
+
+grpc::Status WorkerServiceImpl::AckTransition(
+    grpc::ServerContext*, const v1::AckTransitionRequest* req,
+    v1::AckTransitionResponse* resp) {
+  RpcScope scope(metrics_, "AckTransition");
+  absl::StatusOr<PlanPhase> r;
+  switch (req->phase()) {
+    case v1::ACK_PHASE_PREPARED:
+      r = membership_->AckPrepared(req->worker_id(), req->token(), req->epoch(),
+                                   req->step(), req->commit_point_passed());
+      break;
+    case v1::ACK_PHASE_ACTIVE:
+      r = membership_->AckActive(req->worker_id(), req->token(), req->epoch());
+      break;
+    default:
+      r = absl::InvalidArgumentError("phase must be PREPARED or ACTIVE");
+  }
+  if (!r.ok()) return scope.Finish(ToGrpcStatus(r.status()));
+  resp->set_phase(ToProto(*r));
+  return scope.Finish(grpc::Status::OK);
+}
+
+grpc::Status WorkerServiceImpl::ReportSuspect(
+    grpc::ServerContext*, const v1::ReportSuspectRequest* req,
+    v1::ReportSuspectResponse* resp) {
+  RpcScope scope(metrics_, "ReportSuspect");
+  std::string reason = req->reason();
+  if (req->collective_failed()) reason = "collective failed: " + reason;
+  absl::StatusOr<MemberState> r = membership_->ReportSuspect(
+      req->worker_id(), req->token(), req->epoch(), req->suspect_worker_id(),
+      req->suspect_rank(), reason);
+  if (!r.ok()) return scope.Finish(ToGrpcStatus(r.status()));
+  resp->set_suspect_state(ToProto(*r));
+  return scope.Finish(grpc::Status::OK);
+}
+
+grpc::Status WorkerServiceImpl::Leave(grpc::ServerContext*,
+                                      const v1::LeaveRequest* req,
+                                      v1::LeaveResponse*) {
+  RpcScope scope(metrics_, "Leave");
+  return scope.Finish(ToGrpcStatus(
+      membership_->Leave(req->worker_id(), req->token(), req->reason())));
+}
+
+grpc::Status WorkerServiceImpl::StreamTelemetry(
+    grpc::ServerContext*, grpc::ServerReader<v1::TelemetryReport>* reader,
+    v1::StreamTelemetryResponse* resp) {
+  RpcScope scope(metrics_, "StreamTelemetry");
+  v1::TelemetryReport report;
+  std::string session;
+  while (reader->Read(&report)) {
+    // The session is checked once per stream, and again if it changes.
+    if (session != report.worker_id() + "/" + report.token()) {
+      absl::Status s =
+          membership_->CheckSession(report.worker_id(), report.token());
+      if (!s.ok()) return scope.Finish(ToGrpcStatus(s));
+      session = report.worker_id() + "/" + report.token();
+    }
+    resp->set_reports(resp->reports() + 1);
+    resp->set_last_step(report.step());
+  }
+  return scope.Finish(grpc::Status::OK);
+}
+
+}  // namespace zshard::server

@@ -1,0 +1,52 @@
+// WorkerService adapter: proto in, Membership call, proto out.
+#pragma once
+
+#include "server/membership/membership.h"
+#include "server/metrics/rpc_metrics.h"
+#include "server/service/plan_watch.h"
+#include "zshard/v1/worker_service.grpc.pb.h"
+
+namespace zshard::server {
+
+// Thread-safe (the membership is). Borrows `membership` and `metrics`
+// (metrics may be null); both outlive the service.
+class WorkerServiceImpl final
+    : public v1::WorkerService::WithCallbackMethod_Heartbeat<
+          v1::WorkerService::WithRawCallbackMethod_WatchPlan<
+              v1::WorkerService::Service>> {
+ public:
+  WorkerServiceImpl(Membership* membership, RpcMetrics* metrics)
+      : membership_(membership), metrics_(metrics), watch_hub_(membership) {}
+
+  grpc::Status Join(grpc::ServerContext* ctx, const v1::JoinRequest* req,
+                    v1::JoinResponse* resp) override;
+  // (Callback API: answered on gRPC's own threads, no thread hand-off.)
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
+                                      const v1::HeartbeatRequest* req,
+                                      v1::HeartbeatResponse* resp) override;
+  // Streams the snapshot, then every update, until the client cancels or
+  // the server shuts down (UNAVAILABLE). UNAUTHENTICATED at the start for
+  // a bad or fenced session; a session fenced later is told by Heartbeat.
+  // (Callback API with raw bytes: open streams hold no thread, and each
+  // update is serialised once for every watcher.)
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchPlan(
+      grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req) override;
+  grpc::Status AckTransition(grpc::ServerContext* ctx,
+                             const v1::AckTransitionRequest* req,
+                             v1::AckTransitionResponse* resp) override;
+  grpc::Status ReportSuspect(grpc::ServerContext* ctx,
+                             const v1::ReportSuspectRequest* req,
+                             v1::ReportSuspectResponse* resp) override;
+  grpc::Status Leave(grpc::ServerContext* ctx, const v1::LeaveRequest* req,
+                     v1::LeaveResponse* resp) override;
+  grpc::Status StreamTelemetry(grpc::ServerContext* ctx,
+                               grpc::ServerReader<v1::TelemetryReport>* reader,
+                               v1::StreamTelemetryResponse* resp) override;
+
+ private:
+  Membership* membership_;
+  RpcMetrics* metrics_;
+  PlanWatchHub watch_hub_;
+};
+
+}  // namespace zshard::server

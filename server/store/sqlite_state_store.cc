@@ -1,0 +1,349 @@
+// SQLite schema, load and batched writes of the coordinator state.
+#include "server/store/sqlite_state_store.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "nlohmann/json.hpp"
+
+namespace zshard::server {
+namespace {
+
+constexpr char kSchema[] = R"sql(
+CREATE TABLE IF NOT EXISTS job (
+  id INTEGER PRIMARY KEY CHECK (id = 1), name TEXT NOT NULL,
+  spec_json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS members (
+  worker_id TEXT PRIMARY KEY, name TEXT NOT NULL, token TEXT NOT NULL,
+  address TEXT NOT NULL, labels_json TEXT NOT NULL, device_json TEXT NOT NULL,
+  state TEXT NOT NULL, rank INTEGER NOT NULL, join_seq INTEGER NOT NULL,
+  epoch INTEGER NOT NULL, step INTEGER NOT NULL, reason TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS epochs (
+  epoch INTEGER PRIMARY KEY, base_epoch INTEGER NOT NULL,
+  status TEXT NOT NULL, world INTEGER NOT NULL, instances INTEGER NOT NULL,
+  plan_hash TEXT NOT NULL, resume_step INTEGER NOT NULL,
+  slots_json TEXT NOT NULL, moves_json TEXT NOT NULL, reason TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, time_ms INTEGER NOT NULL,
+  epoch INTEGER NOT NULL, kind TEXT NOT NULL, reason TEXT NOT NULL);
+)sql";
+
+nlohmann::json ParseOrEmpty(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  return j.is_discarded() ? nlohmann::json() : j;
+}
+
+std::map<std::string, std::string> LabelsFrom(const nlohmann::json& j) {
+  std::map<std::string, std::string> labels;
+  if (!j.is_object()) return labels;
+  for (const auto& item : j.items()) {
+    if (item.value().is_string()) labels[item.key()] = item.value();
+  }
+  return labels;
+}
+
+MemberState ParseMemberState(const std::string& s) {
+  for (MemberState m :
+       {MemberState::kJoining, MemberState::kActive, MemberState::kSpare,
+        MemberState::kDraining, MemberState::kDead, MemberState::kLeft}) {
+    if (s == MemberStateName(m)) return m;
+  }
+  return MemberState::kDead;
+}
+
+EpochStatus ParseEpochStatus(const std::string& s) {
+  for (EpochStatus e : {EpochStatus::kProposed, EpochStatus::kCommitted,
+                        EpochStatus::kStable, EpochStatus::kAbandoned}) {
+    if (s == EpochStatusName(e)) return e;
+  }
+  return EpochStatus::kAbandoned;
+}
+
+std::string SlotsJson(const std::vector<Slot>& slots) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const Slot& s : slots) {
+    a.push_back({{"worker_id", s.worker_id},
+                 {"name", s.name},
+                 {"address", s.address},
+                 {"rank", s.rank},
+                 {"instance", s.instance},
+                 {"shard_rank", s.shard_rank},
+                 {"labels", s.labels}});
+  }
+  return a.dump();
+}
+
+std::vector<Slot> SlotsFrom(const nlohmann::json& a) {
+  std::vector<Slot> slots;
+  if (!a.is_array()) return slots;
+  for (const nlohmann::json& j : a) {
+    Slot s;
+    s.worker_id = j.value("worker_id", "");
+    s.name = j.value("name", "");
+    s.address = j.value("address", "");
+    s.rank = j.value("rank", -1);
+    s.instance = j.value("instance", -1);
+    s.shard_rank = j.value("shard_rank", -1);
+    s.labels = LabelsFrom(j.value("labels", nlohmann::json::object()));
+    slots.push_back(std::move(s));
+  }
+  return slots;
+}
+
+std::string MovesJson(const std::vector<Move>& moves) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const Move& m : moves) {
+    a.push_back(
+        {m.from_rank, m.to_rank, m.buffer, m.bucket, m.offset, m.length});
+  }
+  return a.dump();
+}
+
+std::vector<Move> MovesFrom(const nlohmann::json& a) {
+  std::vector<Move> moves;
+  if (!a.is_array()) return moves;
+  for (const nlohmann::json& j : a) {
+    if (!j.is_array() || j.size() != 6) continue;
+    moves.push_back(Move{j[0].get<int>(), j[1].get<int>(), j[2].get<int>(),
+                         j[3].get<int>(), j[4].get<int64_t>(),
+                         j[5].get<int64_t>()});
+  }
+  return moves;
+}
+
+}  // namespace
+
+const char* EpochStatusName(EpochStatus status) {
+  switch (status) {
+    case EpochStatus::kProposed:
+      return "proposed";
+    case EpochStatus::kCommitted:
+      return "committed";
+    case EpochStatus::kStable:
+      return "stable";
+    case EpochStatus::kAbandoned:
+      return "abandoned";
+  }
+  return "abandoned";
+}
+
+absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
+    const std::string& state_dir) {
+  if (state_dir.empty()) {
+    return absl::InvalidArgumentError("state dir is missing");
+  }
+  if (mkdir(state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot create state dir '", state_dir, "': ", std::strerror(errno)));
+  }
+  ZSHARD_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db,
+                          SqliteDb::Open(state_dir + "/coordinator.db"));
+  ZSHARD_RETURN_IF_ERROR(db->Exec("PRAGMA journal_mode=WAL;"));
+  // WAL with NORMAL sync survives a killed process (kill -9); only an OS
+  // crash may lose the last transactions.
+  ZSHARD_RETURN_IF_ERROR(db->Exec("PRAGMA synchronous=NORMAL;"));
+  ZSHARD_RETURN_IF_ERROR(db->Exec(kSchema));
+  return std::unique_ptr<SqliteStateStore>(new SqliteStateStore(std::move(db)));
+}
+
+absl::StatusOr<StoredState> SqliteStateStore::Load() {
+  StoredState state;
+  ZSHARD_ASSIGN_OR_RETURN(auto job,
+                          db_->Prepare("SELECT name, spec_json FROM job"));
+  ZSHARD_ASSIGN_OR_RETURN(bool row, job->Step());
+  if (row) {
+    state.job_name = job->Text(0);
+    state.job_spec_json = job->Text(1);
+  }
+  ZSHARD_ASSIGN_OR_RETURN(
+      auto members,
+      db_->Prepare("SELECT worker_id, name, token, address, labels_json, "
+                   "device_json, state, rank, join_seq, epoch, step, reason "
+                   "FROM members ORDER BY join_seq"));
+  while (true) {
+    ZSHARD_ASSIGN_OR_RETURN(bool more, members->Step());
+    if (!more) break;
+    Member m;
+    m.worker_id = members->Text(0);
+    m.name = members->Text(1);
+    m.token = members->Text(2);
+    m.address = members->Text(3);
+    m.labels = LabelsFrom(ParseOrEmpty(members->Text(4)));
+    nlohmann::json dev = ParseOrEmpty(members->Text(5));
+    if (dev.is_object()) {
+      m.device.kind = dev.value("kind", "");
+      m.device.model = dev.value("model", "");
+      m.device.memory_bytes = dev.value("memory_bytes", int64_t{0});
+      m.device.count = dev.value("count", 0);
+    }
+    m.state = ParseMemberState(members->Text(6));
+    m.rank = static_cast<int>(members->Int(7));
+    m.join_seq = members->Int(8);
+    m.epoch = members->Int(9);
+    m.step = members->Int(10);
+    m.reason = members->Text(11);
+    state.members.push_back(std::move(m));
+  }
+  ZSHARD_ASSIGN_OR_RETURN(
+      auto epochs,
+      db_->Prepare(
+          "SELECT epoch, base_epoch, status, world, instances, plan_hash, "
+          "resume_step, slots_json, moves_json, reason FROM epochs WHERE "
+          "epoch >= (SELECT COALESCE(MAX(epoch), 0) FROM epochs WHERE status "
+          "IN ('committed', 'stable')) ORDER BY epoch"));
+  while (true) {
+    ZSHARD_ASSIGN_OR_RETURN(bool more, epochs->Step());
+    if (!more) break;
+    StoredEpoch e;
+    e.plan.epoch = epochs->Int(0);
+    e.plan.base_epoch = epochs->Int(1);
+    e.status = ParseEpochStatus(epochs->Text(2));
+    e.plan.world = static_cast<int>(epochs->Int(3));
+    e.plan.instances = static_cast<int>(epochs->Int(4));
+    e.plan.plan_hash = epochs->Text(5);
+    e.plan.resume_step = epochs->Int(6);
+    e.plan.slots = SlotsFrom(ParseOrEmpty(epochs->Text(7)));
+    e.plan.moves = MovesFrom(ParseOrEmpty(epochs->Text(8)));
+    e.plan.reason = epochs->Text(9);
+    state.epochs.push_back(std::move(e));
+  }
+  ZSHARD_ASSIGN_OR_RETURN(auto meta,
+                          db_->Prepare("SELECT key, value FROM meta"));
+  while (true) {
+    ZSHARD_ASSIGN_OR_RETURN(bool more, meta->Step());
+    if (!more) break;
+    state.meta[meta->Text(0)] = meta->Int(1);
+  }
+  return state;
+}
+
+absl::Status SqliteStateStore::SaveJob(const std::string& name,
+                                       const std::string& spec_json) {
+  ZSHARD_ASSIGN_OR_RETURN(auto stmt, db_->Prepare("SELECT name FROM job"));
+  ZSHARD_ASSIGN_OR_RETURN(bool row, stmt->Step());
+  if (row && stmt->Text(0) != name) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state dir holds job '", stmt->Text(0), "', not '", name, "'"));
+  }
+  ZSHARD_ASSIGN_OR_RETURN(
+      auto put, db_->Prepare("INSERT OR REPLACE INTO job (id, name, spec_json) "
+                             "VALUES (1, ?, ?)"));
+  put->Bind(1, name);
+  put->Bind(2, spec_json);
+  return put->Run();
+}
+
+absl::Status SqliteStateStore::Apply(const StoreWrite& write) {
+  ZSHARD_RETURN_IF_ERROR(db_->Exec("BEGIN IMMEDIATE"));
+  absl::Status s = ApplyInTransaction(write);
+  if (!s.ok()) {
+    db_->Exec("ROLLBACK").IgnoreError();
+    return s;
+  }
+  return db_->Exec("COMMIT");
+}
+
+absl::Status SqliteStateStore::ApplyInTransaction(const StoreWrite& write) {
+  if (!write.members.empty()) {
+    ZSHARD_ASSIGN_OR_RETURN(
+        auto stmt, db_->Prepare("INSERT OR REPLACE INTO members VALUES "
+                                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+    for (const Member& m : write.members) {
+      nlohmann::json dev = {{"kind", m.device.kind},
+                            {"model", m.device.model},
+                            {"memory_bytes", m.device.memory_bytes},
+                            {"count", m.device.count}};
+      stmt->Bind(1, m.worker_id);
+      stmt->Bind(2, m.name);
+      stmt->Bind(3, m.token);
+      stmt->Bind(4, m.address);
+      stmt->Bind(5, nlohmann::json(m.labels).dump());
+      stmt->Bind(6, dev.dump());
+      stmt->Bind(7, MemberStateName(m.state));
+      stmt->Bind(8, int64_t{m.rank});
+      stmt->Bind(9, m.join_seq);
+      stmt->Bind(10, m.epoch);
+      stmt->Bind(11, m.step);
+      stmt->Bind(12, m.reason);
+      ZSHARD_RETURN_IF_ERROR(stmt->Run());
+      stmt->Reset();
+    }
+  }
+  if (!write.deleted_members.empty()) {
+    ZSHARD_ASSIGN_OR_RETURN(
+        auto stmt, db_->Prepare("DELETE FROM members WHERE worker_id = ?"));
+    for (const std::string& id : write.deleted_members) {
+      stmt->Bind(1, id);
+      ZSHARD_RETURN_IF_ERROR(stmt->Run());
+      stmt->Reset();
+    }
+  }
+  if (!write.epochs.empty()) {
+    ZSHARD_ASSIGN_OR_RETURN(auto stmt,
+                            db_->Prepare("INSERT OR REPLACE INTO epochs VALUES "
+                                         "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+    for (const StoredEpoch& e : write.epochs) {
+      const EpochPlan& p = e.plan;
+      stmt->Bind(1, p.epoch);
+      stmt->Bind(2, p.base_epoch);
+      stmt->Bind(3, EpochStatusName(e.status));
+      stmt->Bind(4, int64_t{p.world});
+      stmt->Bind(5, int64_t{p.instances});
+      stmt->Bind(6, p.plan_hash);
+      stmt->Bind(7, p.resume_step);
+      stmt->Bind(8, SlotsJson(p.slots));
+      stmt->Bind(9, MovesJson(p.moves));
+      stmt->Bind(10, p.reason);
+      ZSHARD_RETURN_IF_ERROR(stmt->Run());
+      stmt->Reset();
+    }
+  }
+  if (!write.meta.empty()) {
+    ZSHARD_ASSIGN_OR_RETURN(
+        auto stmt, db_->Prepare("INSERT OR REPLACE INTO meta VALUES (?, ?)"));
+    for (const auto& [key, value] : write.meta) {
+      stmt->Bind(1, key);
+      stmt->Bind(2, value);
+      ZSHARD_RETURN_IF_ERROR(stmt->Run());
+      stmt->Reset();
+    }
+  }
+  if (!write.events.empty()) {
+    ZSHARD_ASSIGN_OR_RETURN(
+        auto stmt, db_->Prepare("INSERT INTO events (time_ms, epoch, kind, "
+                                "reason) VALUES (?, ?, ?, ?)"));
+    for (const Event& e : write.events) {
+      stmt->Bind(1, e.time_ms);
+      stmt->Bind(2, e.epoch);
+      stmt->Bind(3, e.kind);
+      stmt->Bind(4, e.reason);
+      ZSHARD_RETURN_IF_ERROR(stmt->Run());
+      stmt->Reset();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Event>> SqliteStateStore::RecentEvents(int limit) {
+  ZSHARD_ASSIGN_OR_RETURN(
+      auto stmt,
+      db_->Prepare("SELECT time_ms, epoch, kind, reason FROM (SELECT * FROM "
+                   "events ORDER BY id DESC LIMIT ?) ORDER BY id"));
+  stmt->Bind(1, int64_t{limit});
+  std::vector<Event> events;
+  while (true) {
+    ZSHARD_ASSIGN_OR_RETURN(bool more, stmt->Step());
+    if (!more) break;
+    events.push_back(
+        Event{stmt->Int(0), stmt->Int(1), stmt->Text(2), stmt->Text(3)});
+  }
+  return events;
+}
+
+}  // namespace zshard::server

@@ -1,0 +1,65 @@
+// The coordinator's durable state as the membership state machine sees it:
+// a write batch applied in one transaction, and the state loaded at start.
+// Implementations: SqliteStateStore (coordinator.db in --state-dir).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/membership/types.h"
+
+namespace zshard::server {
+
+// Status of a stored epoch row.
+enum class EpochStatus { kProposed, kCommitted, kStable, kAbandoned };
+const char* EpochStatusName(EpochStatus status);
+
+struct StoredEpoch {
+  EpochPlan plan;
+  EpochStatus status = EpochStatus::kProposed;
+};
+
+// Everything one state change writes; applied atomically.
+struct StoreWrite {
+  std::vector<Member> members;  // upserted by worker_id
+  std::vector<std::string> deleted_members;
+  std::vector<StoredEpoch> epochs;  // upserted by epoch number
+  std::map<std::string, int64_t> meta;
+  std::vector<Event> events;
+
+  bool empty() const {
+    return members.empty() && deleted_members.empty() && epochs.empty() &&
+           meta.empty() && events.empty();
+  }
+};
+
+// The state found at start.
+struct StoredState {
+  std::string job_name;  // empty: a fresh state dir
+  std::string job_spec_json;
+  std::vector<Member> members;
+  std::vector<StoredEpoch> epochs;  // the latest committed one and later
+  std::map<std::string, int64_t> meta;
+};
+
+// Durable state. Thread-compatible: the membership calls it under its lock.
+class StateStore {
+ public:
+  virtual ~StateStore() = default;
+  // Reads everything written so far.
+  virtual absl::StatusOr<StoredState> Load() = 0;
+  // Records the job; FailedPrecondition if a different job is stored.
+  virtual absl::Status SaveJob(const std::string& name,
+                               const std::string& spec_json) = 0;
+  // Applies the batch in one transaction (all or nothing).
+  virtual absl::Status Apply(const StoreWrite& write) = 0;
+  // The latest `limit` events, oldest first.
+  virtual absl::StatusOr<std::vector<Event>> RecentEvents(int limit) = 0;
+};
+
+}  // namespace zshard::server

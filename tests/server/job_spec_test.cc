@@ -1,0 +1,148 @@
+// Job spec parsing: defaults, presets, and one clear error per bad field.
+#include "common/job/job_spec.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/server/test_job.h"
+
+namespace zshard::job {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kIssueExample[] = R"({"name": "demo",
+ "model": {"preset": "gpt2-small"},
+ "layout": {"bucket_size": 40000000, "grad_reduce_in_fp32": false,
+            "pad_for_high_nccl_busbw": false, "expert_parallel": 1},
+ "optimizer": {"lr": 0.001, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8,
+               "weight_decay": 0.0, "clip_grad_norm": 0.0},
+ "world": {"instances": 2, "min": 2, "max": 4},
+ "lease_timeout_ms": 5000, "heartbeat_interval_ms": 1000,
+ "workload": {"kind": "idle", "steps": 0, "global_batch": 64, "step_delay_ms": 100},
+ "checkpoint": {"dir": "", "every_steps": 0}})";
+
+TEST(JobSpecTest, ParsesTheFullExample) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(kIssueExample);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name, "demo");
+  EXPECT_EQ(spec->model_preset, "gpt2-small");
+  EXPECT_GT(spec->model.numel(), 100000000);
+  EXPECT_EQ(spec->layout.bucket_size, 40000000);
+  EXPECT_EQ(spec->layout.max_world, 4);
+  EXPECT_EQ(spec->world.instances, 2);
+  EXPECT_EQ(spec->world.max, 4);
+  EXPECT_EQ(spec->workload.kind, WorkloadKind::kIdle);
+  EXPECT_EQ(spec->workload.step_delay_ms, 100);
+  EXPECT_DOUBLE_EQ(spec->optimizer.eps, 1e-8);
+}
+
+TEST(JobSpecTest, DefaultsApplyToMissingFields) {
+  absl::StatusOr<JobSpec> spec =
+      ParseJobSpec(R"({"name": "j", "model": {"preset": "gpt2-small"}})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->world.instances, 2);
+  EXPECT_EQ(spec->world.min, 2);
+  EXPECT_EQ(spec->world.max, 4);
+  EXPECT_EQ(spec->lease_timeout_ms, 5000);
+  EXPECT_EQ(spec->heartbeat_interval_ms, 1000);
+  EXPECT_EQ(spec->workload.global_batch, 64);
+  EXPECT_EQ(spec->layout.bucket_size, 0);  // the planner's default
+  EXPECT_DOUBLE_EQ(spec->optimizer.lr, 0.001);
+}
+
+TEST(JobSpecTest, RoundTripsThroughJson) {
+  JobSpec a = server::testing::TestJob(2, 2, 8, 50);
+  absl::StatusOr<JobSpec> b = ParseJobSpec(JobSpecToJson(a));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->model.params.size(), 2u);
+  EXPECT_EQ(b->world.max, 8);
+  EXPECT_EQ(b->workload.steps, 50);
+  EXPECT_EQ(JobSpecToJson(*b), JobSpecToJson(a));
+  absl::StatusOr<JobSpec> c =
+      ParseJobSpec(JobSpecToJson(ParseJobSpec(kIssueExample).value()));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_preset, "gpt2-small");
+}
+
+struct BadCase {
+  std::string json;
+  std::string message;
+};
+
+class JobSpecBadInputTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(JobSpecBadInputTest, FailsWithOneLineNamingTheField) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(GetParam().json);
+  ASSERT_FALSE(spec.ok()) << GetParam().json;
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(spec.status().message()),
+              HasSubstr(GetParam().message));
+  EXPECT_EQ(std::string(spec.status().message()).find('\n'), std::string::npos);
+}
+
+#define M R"("model": {"preset": "gpt2-small"})"
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, JobSpecBadInputTest,
+    ::testing::Values(
+        BadCase{"{not json", "not valid json"},
+        BadCase{"[1, 2]", "job spec must be an object"},
+        BadCase{R"({"model": {"preset": "gpt2-small"}})", "name is missing"},
+        BadCase{R"({"name": 7, )" M "}", "name must be a string"},
+        BadCase{R"({"name": "a b", )" M "}", "name may hold only"},
+        BadCase{R"({"name": "j"})", "model is missing"},
+        BadCase{R"({"name": "j", "model": {"preset": "gpt5"}})",
+                "model.preset 'gpt5' is unknown"},
+        BadCase{R"({"name": "j", "model": {}})", "exactly one of"},
+        BadCase{R"({"name": "j", "model": {"params": [{"name": "x"}]}})",
+                "model: "},
+        BadCase{R"({"name": "j", )" M R"(, "world": {"min": 5, "max": 4}})",
+                "world.min (5) is greater than world.max (4)"},
+        BadCase{R"({"name": "j", )" M
+                R"(, "world": {"instances": 3, "min": 2, "max": 4}})",
+                "world.instances (3) does not divide world.max (4)"},
+        BadCase{R"({"name": "j", )" M R"(, "world": {"max": "4"}})",
+                "world.max must be an integer"},
+        BadCase{R"({"name": "j", )" M R"(, "world": {"max": 4.5}})",
+                "world.max must be an integer"},
+        BadCase{R"({"name": "j", )" M R"(, "world": {"instances": 0}})",
+                "world.instances must be in [1, 65536]"},
+        BadCase{R"({"name": "j", )" M R"(, "world": 4})",
+                "world must be an object"},
+        BadCase{R"({"name": "j", )" M R"(, "lease_timeout_ms": -1})",
+                "lease_timeout_ms must be in"},
+        BadCase{R"({"name": "j", )" M
+                R"(, "lease_timeout_ms": 1000, "heartbeat_interval_ms": 1000})",
+                "heartbeat_interval_ms must be in [10, 999]"},
+        BadCase{R"({"name": "j", )" M R"(, "workload": {"kind": "train"}})",
+                "workload.kind 'train' is unknown"},
+        BadCase{R"({"name": "j", )" M R"(, "workload": {"steps": -3}})",
+                "workload.steps must be in"},
+        BadCase{R"({"name": "j", )" M R"(, "workload": {"global_batch": 0}})",
+                "workload.global_batch must be in"},
+        BadCase{R"({"name": "j", )" M R"(, "optimizer": {"lr": 0}})",
+                "optimizer.lr must be > 0"},
+        BadCase{R"({"name": "j", )" M R"(, "optimizer": {"beta1": 1.0}})",
+                "optimizer.beta1 must be in"},
+        BadCase{R"({"name": "j", )" M R"(, "optimizer": {"eps": "x"}})",
+                "optimizer.eps must be a number"},
+        BadCase{R"({"name": "j", )" M R"(, "layout": {"bucket_size": -1}})",
+                "layout.bucket_size must be in"},
+        BadCase{R"({"name": "j", )" M
+                R"(, "layout": {"grad_reduce_in_fp32": 1}})",
+                "layout.grad_reduce_in_fp32 must be true or false"},
+        BadCase{R"({"name": "j", )" M R"(, "layout": {"expert_parallel": 3}})",
+                "layout.expert_parallel (3) does not divide"},
+        BadCase{R"({"name": "j", )" M R"(, "checkpoint": {"every_steps": 10}})",
+                "checkpoint.every_steps > 0 needs checkpoint.dir"},
+        BadCase{R"({"name": "j", )" M R"(, "wrold": {}})",
+                "unknown field wrold"},
+        BadCase{R"({"name": "j", )" M R"(, "world": {"maximum": 4}})",
+                "unknown field world.maximum"}));
+
+#undef M
+
+}  // namespace
+}  // namespace zshard::job
