@@ -1,13 +1,384 @@
-// Placeholder until the collectives benchmark lands; replaced by its implementation.
-#include <cstdio>
+// zshard-bench collectives: reduce-scatter, all-gather and all-reduce
+// bandwidth of a communicator whose ranks run as threads of this process
+// over loopback, with NCCL-tests' algbw/busbw definitions, next to the bound
+// of one TCP loopback stream and, with --baseline, torch.distributed's Gloo
+// backend measured in the same run.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "client/worker/comm/comm_buffer.h"
+#include "client/worker/comm/communicator.h"
+#include "client/worker/comm/memory_kv_store.h"
+#include "nlohmann/json.hpp"
 #include "tools/bench/bench_commands.h"
 
 namespace zshard::bench {
+namespace {
 
-int RunCollectivesBench(int, char**) {
-  std::fprintf(stderr, "zshard-bench: 'collectives' is not built yet\n");
-  return 1;
+using comm::CommBuffer;
+using comm::CommDevice;
+using comm::Communicator;
+using comm::DataType;
+
+struct Flags {
+  int ranks = 4;
+  size_t bytes = size_t{64} << 20;
+  CommDevice device = CommDevice::kCpu;
+  DataType dtype = DataType::kFp32;
+  int iters = 5;
+  bool json = false;
+  bool baseline = false;
+  std::string baseline_script;
+  size_t chunk_bytes = size_t{1} << 20;
+  int depth = 4;
+  int64_t timeout_ms = 120000;
+};
+
+const char kUsage[] =
+    "usage: zshard-bench collectives [--ranks N] [--bytes B] "
+    "[--device cpu|cuda]\n"
+    "         [--dtype fp32|bf16|fp16] [--iters K] [--output table|json]\n"
+    "         [--chunk-bytes C] [--depth D] [--timeout-ms T] [--baseline] "
+    "[--baseline-script "
+    "PATH]\n"
+    "  B is the whole buffer (reduce-scatter input, all-gather output).\n"
+    "  --baseline runs torch_gloo_collectives.py (/usr/bin/python3) in the\n"
+    "  same run and prints ratios.\n";
+
+// Parses flags; returns false (after printing why) on bad usage.
+bool ParseFlags(int argc, char** argv, Flags* f, bool* help) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= argc) return false;
+      *out = argv[++i];
+      return true;
+    };
+    std::string v;
+    if (arg == "--help" || arg == "-h") {
+      *help = true;
+      return true;
+    } else if (arg == "--baseline") {
+      f->baseline = true;
+    } else if (arg == "--ranks" && value(&v) &&
+               absl::SimpleAtoi(v, &f->ranks) && f->ranks >= 1 &&
+               f->ranks <= 64) {
+    } else if (arg == "--bytes" && value(&v) &&
+               absl::SimpleAtoi(v, &f->bytes)) {
+    } else if (arg == "--iters" && value(&v) &&
+               absl::SimpleAtoi(v, &f->iters) && f->iters >= 1) {
+    } else if (arg == "--device" && value(&v) && (v == "cpu" || v == "cuda")) {
+      f->device = v == "cpu" ? CommDevice::kCpu : CommDevice::kCuda;
+    } else if (arg == "--output" && value(&v) &&
+               (v == "table" || v == "json")) {
+      f->json = v == "json";
+    } else if (arg == "--dtype" && value(&v) && comm::ParseDataType(v).ok()) {
+      f->dtype = *comm::ParseDataType(v);
+    } else if (arg == "--chunk-bytes" && value(&v) &&
+               absl::SimpleAtoi(v, &f->chunk_bytes)) {
+    } else if (arg == "--depth" && value(&v) &&
+               absl::SimpleAtoi(v, &f->depth)) {
+    } else if (arg == "--timeout-ms" && value(&v) &&
+               absl::SimpleAtoi(v, &f->timeout_ms)) {
+    } else if (arg == "--baseline-script" && value(&f->baseline_script)) {
+    } else {
+      std::fprintf(stderr, "zshard-bench collectives: bad argument '%s'\n%s",
+                   arg.c_str(), kUsage);
+      return false;
+    }
+  }
+  return true;
+}
+
+double Seconds(std::chrono::steady_clock::time_point a,
+               std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// One loopback TCP stream: bytes per second of `total` bytes sent in 8 MiB
+// writes, the transport's bound (same method as the torch baseline).
+double MeasureTcpStream(size_t total) {
+  const int server = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (server < 0 ||
+      bind(server, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+      listen(server, 1) != 0 ||
+      getsockname(server, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (server >= 0) close(server);
+    return 0;
+  }
+  std::thread receiver([&] {
+    const int c = accept(server, nullptr, nullptr);
+    if (c < 0) return;
+    std::vector<char> buf(size_t{8} << 20);
+    size_t got = 0;
+    while (got < total) {
+      const ssize_t n = recv(c, buf.data(), buf.size(), 0);
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    close(c);
+  });
+  const int s = socket(AF_INET, SOCK_STREAM, 0);
+  std::vector<char> buf(size_t{8} << 20, 1);
+  bool ok = s >= 0 && connect(s, reinterpret_cast<sockaddr*>(&addr), len) == 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t sent = 0; ok && sent < total;) {
+    const ssize_t n =
+        send(s, buf.data(), std::min(buf.size(), total - sent), 0);
+    ok = n > 0;
+    sent += ok ? static_cast<size_t>(n) : 0;
+  }
+  if (s >= 0) close(s);
+  receiver.join();
+  const double t = Seconds(start, std::chrono::steady_clock::now());
+  close(server);
+  return ok ? static_cast<double>(total) / t : 0;
+}
+
+struct OpResult {
+  std::string op;
+  double seconds = 0;  // median over iterations of the slowest rank
+  double algbw = 0;
+  double busbw = 0;
+};
+
+// Runs every collective `iters` times on every rank; fills `results`.
+absl::Status RunCollectives(const Flags& f, std::vector<OpResult>* results) {
+  const int n = f.ranks;
+  const size_t esize = comm::DataTypeSize(f.dtype);
+  const size_t count = f.bytes / esize / n;  // elements per rank's block
+  const size_t total = count * n * esize;
+  const char* names[] = {"reduce-scatter", "all-gather", "all-reduce"};
+  // times[op][iter][rank]
+  std::vector<std::vector<std::vector<double>>> times(
+      3, std::vector<std::vector<double>>(f.iters, std::vector<double>(n)));
+  std::vector<absl::Status> status(n);
+  comm::MemoryKvStore store;
+  auto rank_main = [&](int rank) -> absl::Status {
+    comm::CommOptions o;
+    o.rank = rank;
+    o.size = n;
+    o.group = "bench";
+    o.store = &store;
+    o.device = f.device;
+    o.cuda_device = rank;
+    o.timeout_ms = f.timeout_ms;
+    o.chunk_bytes = f.chunk_bytes;
+    o.pipeline_depth = f.depth;
+    auto c = comm::CreateCommunicator(o);
+    if (!c.ok()) return c.status();
+    auto full = comm::AllocateCommBuffer(f.device, rank, total);
+    if (!full.ok()) return full.status();
+    auto part = comm::AllocateCommBuffer(f.device, rank, total / n);
+    if (!part.ok()) return part.status();
+    Communicator& comm = **c;
+    std::function<absl::Status()> ops[] = {
+        [&] {
+          return comm.ReduceScatter((*full)->data(), (*part)->data(), count,
+                                    f.dtype, comm::ReduceOp::kSum);
+        },
+        [&] {
+          return comm.AllGather((*part)->data(), (*full)->data(), count,
+                                f.dtype);
+        },
+        [&] {
+          return comm.AllReduce((*full)->data(), count * n, f.dtype,
+                                comm::ReduceOp::kSum);
+        }};
+    for (int op = 0; op < 3; ++op) {
+      for (int it = -1; it < f.iters; ++it) {  // one warm-up
+        absl::Status s = comm.Barrier();
+        const auto start = std::chrono::steady_clock::now();
+        if (s.ok()) s = ops[op]();
+        if (!s.ok()) {
+          return absl::Status(
+              s.code(), absl::StrCat(names[op], " on rank ", rank,
+                                     " iteration ", it, ": ", s.message()));
+        }
+        if (it >= 0) {
+          times[op][it][rank] =
+              Seconds(start, std::chrono::steady_clock::now());
+        }
+      }
+    }
+    return absl::OkStatus();
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] { status[r] = rank_main(r); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : status) {
+    if (!s.ok()) return s;
+  }
+  for (int op = 0; op < 3; ++op) {
+    std::vector<double> slowest;
+    for (const auto& iter : times[op]) {
+      slowest.push_back(*std::max_element(iter.begin(), iter.end()));
+    }
+    std::sort(slowest.begin(), slowest.end());
+    OpResult r;
+    r.op = names[op];
+    r.seconds = slowest[slowest.size() / 2];
+    r.algbw = static_cast<double>(total) / r.seconds;
+    const double factor = (op == 2 ? 2.0 : 1.0) * (n - 1) / n;
+    r.busbw = r.algbw * factor;
+    results->push_back(r);
+  }
+  return absl::OkStatus();
+}
+
+// Finds the torch baseline script: the flag, then ../shared/baselines
+// relative to the working directory, the source tree and the binary.
+std::string BaselineScript(const Flags& f) {
+  if (!f.baseline_script.empty()) return f.baseline_script;
+  std::vector<std::string> candidates = {
+      "../shared/baselines/torch_gloo_collectives.py"};
+  if (const char* src = std::getenv("ZSHARD_SOURCE_DIR")) {
+    candidates.push_back(
+        absl::StrCat(src, "/../shared/baselines/torch_gloo_collectives.py"));
+  }
+  // build/bin/zshard-bench -> <repo>/../shared/baselines
+  char exe[4096];
+  const ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (len > 0) {
+    std::string dir(exe, static_cast<size_t>(len));
+    dir = dir.substr(0, dir.rfind('/'));
+    candidates.push_back(
+        dir + "/../../../shared/baselines/torch_gloo_collectives.py");
+  }
+  for (const std::string& c : candidates) {
+    if (access(c.c_str(), R_OK) == 0) return c;
+  }
+  return candidates.front();
+}
+
+// Runs the torch baseline; returns its JSON or a discarded value.
+nlohmann::json RunBaseline(const Flags& f) {
+  const std::string cmd = absl::StrCat(
+      "/usr/bin/python3 ", BaselineScript(f), " --ranks ", f.ranks, " --mib ",
+      std::max<size_t>(1, f.bytes >> 20), " 2>/dev/null");
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return nlohmann::json::value_t::discarded;
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
+  const int rc = pclose(pipe);
+  const size_t brace = out.rfind('{');
+  if (rc != 0 || brace == std::string::npos) {
+    std::fprintf(stderr, "zshard-bench collectives: baseline failed: %s\n",
+                 cmd.c_str());
+    return nlohmann::json::value_t::discarded;
+  }
+  return nlohmann::json::parse(out.substr(brace), nullptr, false);
+}
+
+}  // namespace
+
+int RunCollectivesBench(int argc, char** argv) {
+  Flags f;
+  bool help = false;
+  if (!ParseFlags(argc, argv, &f, &help)) return 2;
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  std::vector<OpResult> results;
+  absl::Status s = RunCollectives(f, &results);
+  if (!s.ok()) {
+    std::fprintf(stderr, "zshard-bench collectives: %s\n",
+                 s.ToString().c_str());
+    return 1;
+  }
+  const double tcp = MeasureTcpStream(size_t{256} << 20);
+  nlohmann::json baseline = nlohmann::json::value_t::discarded;
+  if (f.baseline) baseline = RunBaseline(f);
+  const bool have_baseline = f.baseline && !baseline.is_discarded() &&
+                             baseline.contains("allreduce_busbw") &&
+                             baseline.contains("allgather_busbw");
+  const std::string backend = f.device == CommDevice::kCpu ? "gloo" : "nccl";
+
+  nlohmann::json out;
+  out["backend"] = backend;
+  out["ranks"] = f.ranks;
+  out["bytes"] = f.bytes;
+  out["dtype"] = std::string(comm::DataTypeName(f.dtype));
+  out["iters"] = f.iters;
+  out["tcp_stream_bps"] = tcp;
+  for (const OpResult& r : results) {
+    out["results"].push_back(
+        {{"op", r.op},
+         {"time_s", r.seconds},
+         {"algbw_bps", r.algbw},
+         {"busbw_bps", r.busbw},
+         {"tcp_fraction", tcp > 0 ? r.busbw / tcp : 0},
+         {"aggregate_tcp_fraction", tcp > 0 ? f.ranks * r.busbw / tcp : 0}});
+  }
+  if (have_baseline) {
+    const double ar = baseline["allreduce_busbw"].get<double>();
+    const double ag = baseline["allgather_busbw"].get<double>();
+    out["baseline"] = baseline;
+    out["ratios"] = {
+        {"reduce_scatter_vs_torch_allreduce", results[0].busbw / ar},
+        {"allgather_vs_torch_allgather", results[1].busbw / ag},
+        {"allreduce_vs_torch_allreduce", results[2].busbw / ar}};
+  }
+  if (f.json) {
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf(
+      "collectives: %s, %d ranks (threads), %.1f MiB %s, median of %d\n",
+      backend.c_str(), f.ranks, f.bytes / 1048576.0,
+      std::string(comm::DataTypeName(f.dtype)).c_str(), f.iters);
+  // of_tcp: one rank's link rate (busbw) against one loopback stream;
+  // n*busbw/tcp: all ranks' traffic, which shares the same cores, against it.
+  std::printf("%-16s %10s %12s %12s %8s %12s\n", "op", "time_ms", "algbw_GB/s",
+              "busbw_GB/s", "of_tcp", "n*busbw/tcp");
+  for (const OpResult& r : results) {
+    std::printf("%-16s %10.2f %12.3f %12.3f %7.0f%% %11.0f%%\n", r.op.c_str(),
+                r.seconds * 1e3, r.algbw / 1e9, r.busbw / 1e9,
+                tcp > 0 ? 100 * r.busbw / tcp : 0,
+                tcp > 0 ? 100 * f.ranks * r.busbw / tcp : 0);
+  }
+  std::printf("tcp loopback, one stream: %.3f GB/s\n", tcp / 1e9);
+  if (have_baseline) {
+    std::printf(
+        "torch gloo (fp32): all-reduce busbw %.3f GB/s, all-gather busbw "
+        "%.3f GB/s, its tcp stream %.3f GB/s\n",
+        baseline["allreduce_busbw"].get<double>() / 1e9,
+        baseline["allgather_busbw"].get<double>() / 1e9,
+        baseline.value("tcp_stream_bps", 0.0) / 1e9);
+    std::printf(
+        "ratios: reduce-scatter/torch all-reduce %.2fx, all-gather/torch "
+        "all-gather %.2fx, all-reduce/torch all-reduce %.2fx\n",
+        out["ratios"]["reduce_scatter_vs_torch_allreduce"].get<double>(),
+        out["ratios"]["allgather_vs_torch_allgather"].get<double>(),
+        out["ratios"]["allreduce_vs_torch_allreduce"].get<double>());
+  } else if (f.baseline) {
+    std::printf("torch baseline: not available\n");
+  }
+  return 0;
 }
 
 }  // namespace zshard::bench

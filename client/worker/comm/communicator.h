@@ -1,0 +1,145 @@
+// The Communicator: the collectives and point-to-point moves of one group of
+// ranks (reduce-scatter, all-gather, all-reduce, send/recv, barrier, abort),
+// with its options and the factory that picks a backend (Gloo for host
+// memory, NCCL for device memory).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "client/worker/comm/dtype.h"
+#include "client/worker/comm/kv_store.h"
+
+namespace zshard::comm {
+
+// Where a communicator's buffers live, which also picks the backend.
+enum class CommDevice : uint8_t { kCpu, kCuda };
+
+// Options of CreateCommunicator. Every rank of a group passes the same
+// `size`, `group` and `store` contents and its own `rank`.
+struct CommOptions {
+  // This rank, in [0, size). Default 0.
+  int rank = 0;
+  // Ranks in the group, >= 1. Default 1.
+  int size = 1;
+  // Names the group inside `store`: rendezvous keys live under it, so two
+  // groups (e.g. intra- and inter-instance) can share a store. The caller's
+  // store adds job and epoch. Default "default".
+  std::string group = "default";
+  // Rendezvous store shared by the group's ranks; must outlive creation.
+  // Required when size > 1. Not owned. Default none.
+  KvStore* store = nullptr;
+  // Bound on every operation, including creation's rendezvous; an operation
+  // that runs longer fails with DeadlineExceeded. Default 30 s.
+  int64_t timeout_ms = 30000;
+  // kCpu: host buffers, Gloo over TCP. kCuda: device buffers, NCCL.
+  // Default kCpu.
+  CommDevice device = CommDevice::kCpu;
+  // CUDA device ordinal used with kCuda. Default 0.
+  int cuda_device = 0;
+  // Gloo: the local address this rank listens on. Default loopback.
+  std::string hostname = "127.0.0.1";
+  // Gloo: bytes per pipelined message of the host algorithms. Default 1 MiB.
+  size_t chunk_bytes = size_t{1} << 20;
+  // Gloo: messages in flight per peer in a reduce-scatter (receive scratch
+  // is pipeline_depth * chunk_bytes per peer). Default 4.
+  int pipeline_depth = 4;
+};
+
+// A group of `size` ranks that run collectives together. Every rank must
+// issue the same sequence of collectives with the same counts and types.
+//
+// Thread safety: one operation at a time per communicator (a concurrent one
+// fails with FailedPrecondition); Abort() may be called from any thread at
+// any time. After an operation fails (peer lost, timeout, abort) the
+// communicator is broken: every later operation fails with the same code;
+// create a new one (new epoch) to go on.
+//
+// Buffers: host memory for kCpu, device memory for kCuda. Operations are
+// synchronous: buffers may be reused when the call returns.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // sendbuf holds size() blocks of `count` elements; rank k's recvbuf
+  // (`count` elements) receives the reduction of every rank's block k.
+  // recvbuf may be sendbuf's own block (in place); no other overlap.
+  absl::Status ReduceScatter(const void* sendbuf, void* recvbuf, size_t count,
+                             DataType dtype, ReduceOp op);
+
+  // Every rank's `count` elements land at block rank*count of every rank's
+  // recvbuf (size()*count elements). sendbuf may be recvbuf's own block.
+  absl::Status AllGather(const void* sendbuf, void* recvbuf, size_t count,
+                         DataType dtype);
+
+  // In place: every rank's buf ends as the reduction over all ranks' bufs.
+  absl::Status AllReduce(void* buf, size_t count, DataType dtype, ReduceOp op);
+
+  // Moves `bytes` bytes to / from rank `peer` (!= rank()). Messages between
+  // two ranks with the same tag match in order; sizes must agree (the NCCL
+  // backend ignores tags and matches all messages in order). Send blocks
+  // until the peer has received: order sends and receives so they pair up.
+  // Zero-byte messages complete at once without touching the network.
+  absl::Status Send(int peer, const void* buf, size_t bytes, uint32_t tag);
+  absl::Status Recv(int peer, void* buf, size_t bytes, uint32_t tag);
+
+  // Returns once every rank has entered Barrier().
+  absl::Status Barrier();
+
+  // Makes every pending and future operation of this communicator fail
+  // promptly with Aborted and drops its connections, so peers' operations
+  // fail too. Thread-safe, idempotent, never blocks on the network.
+  void Abort();
+
+  // Backend name: "gloo" or "nccl".
+  virtual absl::string_view backend() const = 0;
+
+ protected:
+  Communicator(int rank, int size) : rank_(rank), size_(size) {}
+
+ private:
+  virtual absl::Status DoReduceScatter(const void* sendbuf, void* recvbuf,
+                                       size_t count, DataType dtype,
+                                       ReduceOp op) = 0;
+  virtual absl::Status DoAllGather(const void* sendbuf, void* recvbuf,
+                                   size_t count, DataType dtype) = 0;
+  virtual absl::Status DoAllReduce(void* buf, size_t count, DataType dtype,
+                                   ReduceOp op) = 0;
+  virtual absl::Status DoSend(int peer, const void* buf, size_t bytes,
+                              uint32_t tag) = 0;
+  virtual absl::Status DoRecv(int peer, void* buf, size_t bytes,
+                              uint32_t tag) = 0;
+  virtual absl::Status DoBarrier() = 0;
+  virtual void DoAbort() = 0;
+
+  // Runs `op` unless aborted or another operation is in progress.
+  template <typename Fn>
+  absl::Status Run(const char* name, Fn op);
+
+  const int rank_;
+  const int size_;
+  std::atomic<bool> aborted_{false};
+  std::atomic<bool> busy_{false};
+};
+
+// Creates this rank's communicator and joins the group's rendezvous,
+// blocking until every rank has joined or options.timeout_ms passes
+// (DeadlineExceeded). InvalidArgument for bad options; Unimplemented for
+// kCuda when the NCCL backend is not built.
+absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
+    const CommOptions& options);
+
+// Checks `options` the way CreateCommunicator does.
+absl::Status ValidateCommOptions(const CommOptions& options);
+
+}  // namespace zshard::comm
