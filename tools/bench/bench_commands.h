@@ -12,4 +12,8 @@ int RunAdamBench(int argc, char** argv);
 //                          [--output table|json]
 int RunCollectivesBench(int argc, char** argv);
 
+// zshard-bench step [--ranks N] [--params P] [--steps S] [--baseline]
+//                   [--output table|json]
+int RunStepBench(int argc, char** argv);
+
 }  // namespace zshard::bench

@@ -18,6 +18,8 @@ const Command kCommands[] = {
      "AdamW shard step: params/s and bytes/s vs streaming bandwidth"},
     {"collectives", zshard::bench::RunCollectivesBench,
      "reduce-scatter / all-gather / all-reduce bus bandwidth"},
+    {"step", zshard::bench::RunStepBench,
+     "ZeRO-1 step over gloo vs a torch DDP step, with elements on the wire"},
 };
 
 void Usage(FILE* out) {

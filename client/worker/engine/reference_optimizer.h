@@ -1,0 +1,52 @@
+// ReferenceOptimizer: a single-process, unsharded AdamW over every param
+// with full fp32 master/m/v, fed by the same per-rank workloads as the
+// engine. It rounds gradients as the engine's collectives do (each rank's
+// sum to the grad dtype, the instance's sum in rank order in fp32 rounded
+// once, then the sum across instances rounded once), so the engine's masters
+// can be checked against it to float rounding. For tests and checks only.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/worker/engine/workload.h"
+#include "common/job/job_spec.h"
+#include "common/plan/model_spec.h"
+
+namespace zshard::engine {
+
+class ReferenceOptimizer {
+ public:
+  struct Options {
+    int world = 1;      // W: number of rank workloads per step
+    int instances = 1;  // I, divides W
+    bool grad_reduce_in_fp32 = false;
+    job::OptimizerSpec optimizer;
+  };
+
+  // Initial params from `init` (rounded to each param's dtype); masters
+  // start as the rounded values.
+  ReferenceOptimizer(const plan::ModelSpec& model, const Options& options,
+                     const Workload& init);
+
+  // One training step: rank r's gradients from rank_workloads[r]
+  // (rank_workloads.size() == world). Returns true when Adam was applied,
+  // false when a non-finite gradient skipped the step.
+  absl::StatusOr<bool> Step(const std::vector<Workload*>& rank_workloads);
+
+  // The fp32 master of param p (fp32 params: the param itself).
+  const std::vector<float>& master(int p) const { return master_[p]; }
+  int64_t adam_step() const { return adam_step_; }
+  double last_grad_norm() const { return last_grad_norm_; }
+
+ private:
+  const plan::ModelSpec model_;
+  const Options options_;
+  std::vector<std::vector<float>> master_, m_, v_, param_;
+  int64_t step_ = 0;
+  int64_t adam_step_ = 0;
+  double last_grad_norm_ = 0;
+};
+
+}  // namespace zshard::engine

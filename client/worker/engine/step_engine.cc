@@ -1,0 +1,394 @@
+// StepEngine: creation (buffers, communicators, Adam) and the step.
+#include "client/worker/engine/step_engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <future>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/worker/engine/elements.h"
+#include "client/worker/optim/float_bits.h"
+#include "common/status.h"
+
+namespace zshard::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct GradStats {
+  double sum_squares = 0;  // over the finite elements
+  int64_t nonfinite = 0;
+};
+
+// The squared norm and non-finite count of elements [begin, end) of a grad
+// buffer. Partial sums of 1024 elements in fp32 (vectorisable), added up in
+// double.
+template <typename Load>
+GradStats SumSquaresOf(Load load, int64_t begin, int64_t end) {
+  GradStats out;
+  for (int64_t i = begin; i < end; i += 1024) {
+    const int64_t stop = std::min(end, i + 1024);
+    float partial = 0;
+    for (int64_t j = i; j < stop; ++j) {
+      const float g = load(j);
+      partial += g * g;
+    }
+    if (std::isfinite(partial)) {
+      out.sum_squares += partial;
+      continue;
+    }
+    for (int64_t j = i; j < stop; ++j) {  // rare: find the culprits
+      const float g = load(j);
+      if (std::isfinite(g)) {
+        out.sum_squares += static_cast<double>(g) * g;
+      } else {
+        ++out.nonfinite;
+      }
+    }
+  }
+  return out;
+}
+
+GradStats SumSquares(plan::DType dtype, const void* data, int64_t begin,
+                     int64_t end) {
+  if (dtype == plan::DType::kBf16) {
+    const uint16_t* bits = static_cast<const uint16_t*>(data);
+    return SumSquaresOf(
+        [bits](int64_t j) {
+          return optim::Bf16BitsToFloat<float>(uint32_t{bits[j]});
+        },
+        begin, end);
+  }
+  if (dtype == plan::DType::kFp32) {
+    const float* f = static_cast<const float*>(data);
+    return SumSquaresOf([f](int64_t j) { return f[j]; }, begin, end);
+  }
+  return SumSquaresOf([&](int64_t j) { return LoadElement(dtype, data, j); },
+                      begin, end);
+}
+
+}  // namespace
+
+const char* StepOutcomeName(StepOutcome outcome) {
+  switch (outcome) {
+    case StepOutcome::kApplied:
+      return "applied";
+    case StepOutcome::kSkipped:
+      return "skipped";
+    case StepOutcome::kFailedBeforeCommit:
+      return "failed_before_commit";
+    case StepOutcome::kFailedAfterCommit:
+      return "failed_after_commit";
+  }
+  return "invalid";
+}
+
+EngineConfig MakeEngineConfig(const job::JobSpec& job, const plan::Plan& plan,
+                              int rank, comm::KvStore* store) {
+  EngineConfig config;
+  config.model = job.model;
+  config.plan = plan;
+  config.rank = rank;
+  config.optimizer = job.optimizer;
+  config.store = store;
+  config.group_prefix = absl::StrCat("engine/", job.name);
+  return config;
+}
+
+StepEngine::StepEngine(const EngineConfig& config, const EngineOptions& options)
+    : config_(config), options_(options) {
+  hyper_.lr = config.optimizer.lr;
+  hyper_.beta1 = config.optimizer.beta1;
+  hyper_.beta2 = config.optimizer.beta2;
+  hyper_.eps = config.optimizer.eps;
+  hyper_.weight_decay = config.optimizer.weight_decay;
+}
+
+StepEngine::~StepEngine() = default;
+
+absl::StatusOr<std::unique_ptr<StepEngine>> StepEngine::Create(
+    const EngineConfig& config, const EngineOptions& options,
+    const Workload& workload) {
+  ZSHARD_RETURN_IF_ERROR(plan::CheckRank(config.plan, config.rank));
+  if (config.plan.world > 1 && config.store == nullptr) {
+    return absl::InvalidArgumentError(
+        "step engine: a rendezvous store is required when world > 1");
+  }
+  if (workload.global_batch() < 1) {
+    return absl::InvalidArgumentError(
+        "step engine: the workload's global batch must be >= 1");
+  }
+  std::unique_ptr<StepEngine> engine(new StepEngine(config, options));
+  // Bad hyperparameters must fail here, not after a commit point.
+  ZSHARD_RETURN_IF_ERROR(
+      optim::MakeAdamStepParams(engine->hyper_, 1, 1.0).status());
+  if (config.optimizer.clip_grad_norm < 0) {
+    return absl::InvalidArgumentError(
+        "step engine: clip_grad_norm must be >= 0");
+  }
+  ZSHARD_ASSIGN_OR_RETURN(
+      engine->buffers_,
+      EngineBuffers::Create(config.model, config.plan, config.rank, workload));
+  optim::CpuAdamOptions adam_options;
+  adam_options.num_threads = options.adam_threads;
+  ZSHARD_ASSIGN_OR_RETURN(engine->adam_, optim::CpuAdam::Create(adam_options));
+
+  const plan::Plan& plan = config.plan;
+  const int d = plan.shard_group_size;
+  const int instance = config.rank / d;
+  const int shard_rank = config.rank % d;
+  comm::CommOptions co;
+  co.store = config.store;
+  co.timeout_ms = options.comm_timeout_ms;
+  co.hostname = options.hostname;
+  co.chunk_bytes = options.chunk_bytes;
+  if (d > 1) {
+    co.rank = shard_rank;
+    co.size = d;
+    co.group = absl::StrCat(config.group_prefix, "/intra/", instance);
+    ZSHARD_ASSIGN_OR_RETURN(engine->intra_, comm::CreateCommunicator(co));
+  }
+  if (plan.instances > 1) {
+    co.rank = instance;
+    co.size = plan.instances;
+    co.group = absl::StrCat(config.group_prefix, "/inter/", shard_rank);
+    ZSHARD_ASSIGN_OR_RETURN(engine->inter_, comm::CreateCommunicator(co));
+  }
+  return engine;
+}
+
+void StepEngine::Abort() {
+  if (intra_) intra_->Abort();
+  if (inter_) inter_->Abort();
+}
+
+void StepEngine::CountTraffic(StepTelemetry& t) const {
+  const int d = config_.plan.shard_group_size;
+  const int i = config_.plan.instances;
+  int64_t bytes = 0, elements = 0;
+  for (const WindowState& w : buffers_->windows()) {
+    const plan::BufferKey& key = buffers_->buffers()[w.buffer].key;
+    const int64_t gb = plan::DTypeBytes(key.grad_dtype);
+    const int64_t pb = plan::DTypeBytes(key.param_dtype);
+    const int64_t s = w.size();
+    // Reduce-scatter and all-gather: (D-1) blocks of s out and in.
+    elements += 2 * (d - 1) * s;
+    bytes += (d - 1) * s * (gb + pb);
+    // All-reduce across instances: 2(I-1)/I x the owned slice.
+    elements += 2 * (i - 1) * s / i;
+    bytes += 2 * (i - 1) * s * gb / i;
+  }
+  t.bytes_sent = t.bytes_received = bytes;
+  t.elements_sent = t.elements_received = elements;
+}
+
+absl::Status StepEngine::ReduceGradients(StepTelemetry& t) {
+  auto t0 = Clock::now();
+  for (const WindowState& w : buffers_->windows()) {
+    if (!intra_) break;
+    BufferState& b = buffers_->buffers()[w.buffer];
+    const int64_t gb = plan::DTypeBytes(b.key.grad_dtype);
+    const plan::Bucket& bucket =
+        config_.plan.buffers[w.buffer].buckets[w.bucket];
+    ZSHARD_RETURN_IF_ERROR(intra_->ReduceScatter(
+        b.grads.data() + bucket.start * gb, b.grads.data() + w.start * gb,
+        w.size(), CommType(b.key.grad_dtype), comm::ReduceOp::kSum));
+  }
+  t.times.reduce_scatter = Since(t0);
+  t0 = Clock::now();
+  for (const WindowState& w : buffers_->windows()) {
+    if (!inter_) break;
+    BufferState& b = buffers_->buffers()[w.buffer];
+    const int64_t gb = plan::DTypeBytes(b.key.grad_dtype);
+    ZSHARD_RETURN_IF_ERROR(
+        inter_->AllReduce(b.grads.data() + w.start * gb, w.size(),
+                          CommType(b.key.grad_dtype), comm::ReduceOp::kSum));
+  }
+  t.times.inter_allreduce = Since(t0);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> StepEngine::Commit(double local_loss, StepTelemetry& t) {
+  const auto t0 = Clock::now();
+  double nonfinite = 0, sq = 0;
+  for (const WindowState& w : buffers_->windows()) {
+    const BufferState& b = buffers_->buffers()[w.buffer];
+    for (const optim::Segment& seg : w.segments) {
+      const GradStats stats =
+          SumSquares(b.key.grad_dtype, b.grads.data(), w.start + seg.begin,
+                     w.start + seg.end);
+      sq += stats.sum_squares;
+      nonfinite += static_cast<double>(stats.nonfinite);
+    }
+  }
+  // Every instance holds the same reduced gradients: divide by I so the
+  // world sum counts each element once. The loss comes from disjoint
+  // samples on every rank, so it is summed as is.
+  float values[3] = {static_cast<float>(nonfinite / config_.plan.instances),
+                     static_cast<float>(sq / config_.plan.instances),
+                     static_cast<float>(local_loss)};
+  if (intra_) {
+    ZSHARD_RETURN_IF_ERROR(intra_->AllReduce(values, 3, comm::DataType::kFp32,
+                                             comm::ReduceOp::kSum));
+  }
+  if (inter_) {
+    ZSHARD_RETURN_IF_ERROR(inter_->AllReduce(values, 3, comm::DataType::kFp32,
+                                             comm::ReduceOp::kSum));
+  }
+  // Rounded: I replicas of count / I add up to the count.
+  t.nonfinite = std::llround(values[0]);
+  if (values[0] > 0 && t.nonfinite == 0) t.nonfinite = 1;
+  t.loss = static_cast<double>(values[2]);
+  t.times.commit = Since(t0);
+  return static_cast<double>(values[1]);
+}
+
+absl::Status StepEngine::AllGather(int w) {
+  const WindowState& win = buffers_->windows()[w];
+  BufferState& b = buffers_->buffers()[win.buffer];
+  const int64_t pb = plan::DTypeBytes(b.key.param_dtype);
+  const plan::Bucket& bucket =
+      config_.plan.buffers[win.buffer].buckets[win.bucket];
+  return intra_->AllGather(b.params.data() + win.start * pb,
+                           b.params.data() + bucket.start * pb, win.size(),
+                           CommType(b.key.param_dtype));
+}
+
+absl::Status StepEngine::UpdateAndGather(StepTelemetry& t) {
+  ZSHARD_ASSIGN_OR_RETURN(
+      const optim::AdamStepParams params,
+      optim::MakeAdamStepParams(
+          hyper_, adam_step_ + 1,
+          optim::GradScale(static_cast<double>(global_batch_), t.grad_norm,
+                           config_.optimizer.clip_grad_norm)));
+  absl::Status gather_status;
+  std::future<std::pair<absl::Status, double>> pending;
+  auto wait_pending = [&]() {
+    if (!pending.valid()) return;
+    const auto w0 = Clock::now();
+    auto [status, seconds] = pending.get();
+    t.times.waiting += Since(w0);
+    t.times.all_gather += seconds;
+    if (!status.ok() && gather_status.ok()) gather_status = status;
+  };
+  std::vector<WindowState>& windows = buffers_->windows();
+  for (size_t w = 0; w < windows.size(); ++w) {
+    WindowState& win = windows[w];
+    BufferState& b = buffers_->buffers()[win.buffer];
+    const int64_t gb = plan::DTypeBytes(b.key.grad_dtype);
+    const int64_t pb = plan::DTypeBytes(b.key.param_dtype);
+    const auto a0 = Clock::now();
+    // A bad segment table is a broken invariant of the plan: the state of
+    // earlier windows has advanced, so report it as after the commit.
+    const absl::Status adam_status = adam_->Update(
+        params, win.segments, buffers_->master(static_cast<int>(w)),
+        win.exp_avg.data(), win.exp_avg_sq.data(),
+        b.grads.data() + win.start * gb, b.key.grad_dtype,
+        b.params.data() + win.start * pb, b.key.param_dtype, win.size());
+    t.times.adam += Since(a0);
+    if (!adam_status.ok()) {
+      return absl::InternalError(absl::StrCat("step engine: adam of window ", w,
+                                              ": ", adam_status.message()));
+    }
+    // Gathers run one at a time (one operation per communicator), each
+    // overlapping the next window's Adam.
+    wait_pending();
+    if (!intra_ || !gather_status.ok()) continue;
+    const int wi = static_cast<int>(w);
+    auto gather = [this, wi]() {
+      const auto g0 = Clock::now();
+      absl::Status s = AllGather(wi);
+      return std::make_pair(std::move(s), Since(g0));
+    };
+    if (options_.overlap_all_gather) {
+      pending = std::async(std::launch::async, gather);
+    } else {
+      auto [status, seconds] = gather();
+      t.times.all_gather += seconds;
+      if (!status.ok()) gather_status = status;
+    }
+  }
+  wait_pending();
+  return gather_status;
+}
+
+StepResult StepEngine::Step(Workload& workload) {
+  const auto g0 = Clock::now();
+  absl::StatusOr<double> loss = workload.Gradients(step_ + 1, *buffers_);
+  const double gradient_seconds = Since(g0);
+  StepResult result;
+  if (!loss.ok()) {
+    Abort();
+    result.status = loss.status();
+    result.telemetry.step = step_ + 1;
+    result.telemetry.outcome = StepOutcome::kFailedBeforeCommit;
+    result.telemetry.adam_step = adam_step_;
+    result.telemetry.skipped_steps = skipped_steps_;
+  } else {
+    result = StepOnBuffers(workload.global_batch(), *loss, workload.has_loss());
+  }
+  result.telemetry.times.gradients = gradient_seconds;
+  return result;
+}
+
+StepResult StepEngine::StepOnBuffers(int64_t global_batch, double local_loss,
+                                     bool has_loss) {
+  StepResult result;
+  StepTelemetry& t = result.telemetry;
+  t.step = step_ + 1;
+  t.has_loss = has_loss;
+  global_batch_ = std::max<int64_t>(1, global_batch);
+  CountTraffic(t);
+  t.memory = buffers_->memory();
+  auto fail = [&](absl::Status status, StepOutcome outcome) {
+    Abort();
+    t.outcome = outcome;
+    t.adam_step = adam_step_;
+    t.skipped_steps = skipped_steps_;
+    result.status = std::move(status);
+    return result;
+  };
+
+  const auto s0 = Clock::now();
+  double sq_norm = 0;
+  absl::Status status = ReduceGradients(t);
+  if (status.ok()) {
+    absl::StatusOr<double> committed = Commit(local_loss, t);
+    status = committed.status();
+    if (committed.ok()) sq_norm = *committed;
+  }
+  if (!status.ok()) {
+    t.times.step = Since(s0);
+    return fail(std::move(status), StepOutcome::kFailedBeforeCommit);
+  }
+  // Past the commit point: every rank saw the same count and norm.
+  ++step_;
+  const double batch = static_cast<double>(global_batch_);
+  t.grad_norm = std::sqrt(std::max(0.0, sq_norm)) / batch;
+  if (t.has_loss) t.loss /= batch;
+  if (t.nonfinite > 0 || !std::isfinite(sq_norm)) {
+    ++skipped_steps_;
+    t.outcome = StepOutcome::kSkipped;
+  } else {
+    if (options_.after_commit) options_.after_commit();
+    status = UpdateAndGather(t);
+    ++adam_step_;
+    if (!status.ok()) {
+      t.times.step = Since(s0);
+      return fail(std::move(status), StepOutcome::kFailedAfterCommit);
+    }
+    t.outcome = StepOutcome::kApplied;
+  }
+  t.times.step = Since(s0);
+  t.adam_step = adam_step_;
+  t.skipped_steps = skipped_steps_;
+  return result;
+}
+
+}  // namespace zshard::engine

@@ -1,0 +1,132 @@
+// StepEngine: one rank's ZeRO-1 step (DESIGN.md section 5): reduce-scatter
+// of each bucket's grads in the instance, all-reduce of the owned slices
+// across instances, the commit point (one world all-reduce of the
+// non-finite count and the squared norm), Adam on the owned windows and the
+// all-gather of each bucket overlapped with the next bucket's Adam.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "client/worker/comm/communicator.h"
+#include "client/worker/comm/kv_store.h"
+#include "client/worker/engine/engine_buffers.h"
+#include "client/worker/engine/step_telemetry.h"
+#include "client/worker/engine/workload.h"
+#include "client/worker/optim/cpu_adam.h"
+#include "common/job/job_spec.h"
+#include "common/plan/plan.h"
+
+namespace zshard::engine {
+
+// What the worker's session knows for an epoch: the model, its plan, this
+// rank, the optimizer and a rendezvous store scoped to the epoch.
+struct EngineConfig {
+  plan::ModelSpec model;
+  plan::Plan plan;  // made from `model` (MakePlan)
+  int rank = 0;     // in [0, plan.world)
+  job::OptimizerSpec optimizer;
+  // Rendezvous of the intra- and inter-instance communicators; required
+  // when the world has more than one rank. Not owned; must outlive Create.
+  comm::KvStore* store = nullptr;
+  // Prefix of the communicator group names inside `store`. Default
+  // "engine".
+  std::string group_prefix = "engine";
+};
+
+// The config of `rank` for `job` under `plan` (which the caller made with
+// MakePlan(job.model, JobPlanOptions(job, world)) and checked against the
+// coordinator's hash): the session's whole adapter is this call,
+// StepEngine::Create with MakeWorkload(job, world, rank), and Step.
+EngineConfig MakeEngineConfig(const job::JobSpec& job, const plan::Plan& plan,
+                              int rank, comm::KvStore* store);
+
+struct EngineOptions {
+  // Bound on each collective and on the rendezvous. Default 30 s.
+  int64_t comm_timeout_ms = 30000;
+  // Local address the Gloo communicators listen on. Default loopback.
+  std::string hostname = "127.0.0.1";
+  // Threads of the Adam kernel (0: every hardware thread). Default 0.
+  int adam_threads = 0;
+  // Overlap bucket k's all-gather with bucket k+1's Adam. Default true.
+  bool overlap_all_gather = true;
+  // Bytes per pipelined message of the host collectives. Default 1 MiB.
+  size_t chunk_bytes = size_t{1} << 20;
+  // Called on the stepping thread right after the commit point of every
+  // applied step, before Adam (fault injection in tests). Default none.
+  std::function<void()> after_commit;
+};
+
+// Thread-compatible: one Step at a time; Abort() may be called from any
+// thread. Owns its buffers and communicators.
+class StepEngine {
+ public:
+  // Allocates the buffers (initial params from `workload`), joins the
+  // intra-instance (D ranks) and, when I > 1, the inter-instance group's
+  // rendezvous; blocks until every peer has joined or the timeout passes.
+  // InvalidArgument for a bad config; the communicator's status otherwise.
+  static absl::StatusOr<std::unique_ptr<StepEngine>> Create(
+      const EngineConfig& config, const EngineOptions& options,
+      const Workload& workload);
+
+  ~StepEngine();
+  StepEngine(const StepEngine&) = delete;
+  StepEngine& operator=(const StepEngine&) = delete;
+
+  // Runs training step step()+1: the workload's gradients, then the ZeRO-1
+  // step. Returns OK for an applied or skipped step. On a communicator error
+  // before the commit point the optimizer state and params are unchanged
+  // (the step can be redone on new communicators); after it, Adam is
+  // finished and the all-gather's error returned (telemetry.outcome says
+  // which). After an error every communicator of this engine is aborted.
+  StepResult Step(Workload& workload);
+
+  // The same step on gradients already in buffers() (written by the
+  // caller, e.g. a training loop handing its gradients in, or a benchmark):
+  // `local_loss` is this rank's summed loss (when has_loss) and the summed
+  // gradients are divided by `global_batch` (>= 1).
+  StepResult StepOnBuffers(int64_t global_batch, double local_loss,
+                           bool has_loss);
+
+  // Aborts every communicator: pending and later collectives fail, here and
+  // (as connections drop) at the peers. Thread-safe, idempotent.
+  void Abort();
+
+  // Training steps run (applied, skipped or failed after the commit).
+  int64_t step() const { return step_; }
+  // Adam updates applied.
+  int64_t adam_step() const { return adam_step_; }
+  int64_t skipped_steps() const { return skipped_steps_; }
+
+  EngineBuffers& buffers() { return *buffers_; }
+  const EngineBuffers& buffers() const { return *buffers_; }
+
+ private:
+  StepEngine(const EngineConfig& config, const EngineOptions& options);
+  absl::Status ReduceGradients(StepTelemetry& t);
+  // Local norm and count, then the world all-reduce; returns the world's
+  // squared norm of the summed gradients (each element counted once).
+  absl::StatusOr<double> Commit(double local_loss, StepTelemetry& t);
+  // Adam on every window, each bucket's all-gather overlapping the next
+  // window's Adam; returns the first all-gather error.
+  absl::Status UpdateAndGather(StepTelemetry& t);
+  absl::Status AllGather(int w);
+  void CountTraffic(StepTelemetry& t) const;
+
+  const EngineConfig config_;
+  const EngineOptions options_;
+  std::unique_ptr<EngineBuffers> buffers_;
+  std::unique_ptr<comm::Communicator> intra_;  // null when D == 1
+  std::unique_ptr<comm::Communicator> inter_;  // null when I == 1
+  std::unique_ptr<optim::CpuAdam> adam_;
+  optim::AdamHyper hyper_;
+  int64_t step_ = 0;
+  int64_t adam_step_ = 0;
+  int64_t skipped_steps_ = 0;
+  int64_t global_batch_ = 1;  // of the workload of the running step
+};
+
+}  // namespace zshard::engine

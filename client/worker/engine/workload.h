@@ -1,0 +1,38 @@
+// Workload: what produces a rank's gradients every step (the synthetic
+// formula of DESIGN.md section 5, a small regression model, or a fixed
+// gradient for benchmarks), and the params a run starts from.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "client/worker/engine/model_state.h"
+
+namespace zshard::engine {
+
+// One rank's share of a data-parallel workload. A workload is created for
+// a given world size and rank; the sum of every rank's gradients is the
+// global gradient sum over the global batch. Not thread-safe.
+class Workload {
+ public:
+  virtual ~Workload() = default;
+
+  // The initial value (fp32, before rounding to the param dtype) of every
+  // element of param `p`: out has the param's numel elements.
+  virtual void InitialParam(int p, absl::Span<float> out) const = 0;
+
+  // Writes this rank's gradient sum for 1-based training step `step` into
+  // `state` (every param), reading the current params from it when the
+  // workload has a model. Returns this rank's summed loss over its samples
+  // (0 when the workload has no loss).
+  virtual absl::StatusOr<double> Gradients(int64_t step, ModelState& state) = 0;
+
+  // True when Gradients returns a meaningful loss.
+  virtual bool has_loss() const = 0;
+
+  // The global batch B: summed gradients are divided by it.
+  virtual int64_t global_batch() const = 0;
+};
+
+}  // namespace zshard::engine
