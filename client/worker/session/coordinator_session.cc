@@ -1,0 +1,340 @@
+// CoordinatorSession: the join / heartbeat / watch threads and how each
+// RPC outcome moves the session.
+
+#include "client/worker/session/coordinator_session.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "client/worker/session/backoff.h"
+#include "client/worker/workload/workload_config.h"
+#include "common/clock.h"
+#include "common/grpc_status.h"
+#include "common/logging.h"
+#include "common/status.h"
+
+namespace zshard::worker {
+namespace {
+
+// The coordinator is away (down, restarting, partitioned): retry.
+bool IsTransient(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAVAILABLE ||
+         code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         code == grpc::StatusCode::CANCELLED ||
+         code == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+         code == grpc::StatusCode::UNKNOWN ||
+         code == grpc::StatusCode::INTERNAL;
+}
+
+}  // namespace
+
+CoordinatorSession::CoordinatorSession(const Options& options,
+                                       std::shared_ptr<grpc::Channel> channel)
+    : options_(options),
+      channel_(std::move(channel)),
+      stub_(v1::WorkerService::NewStub(channel_)) {}
+
+CoordinatorSession::~CoordinatorSession() = default;
+
+std::unique_ptr<grpc::ClientContext> CoordinatorSession::MakeContext() const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(options_.rpc_timeout_ms));
+  // Wait for the connection instead of failing at once while the
+  // coordinator is away: a waiting call keeps gRPC polling the reconnect,
+  // so the session notices the coordinator's return within the reconnect
+  // backoff rather than at gRPC's 5 s backup poll.
+  context->set_wait_for_ready(true);
+  return context;
+}
+
+void CoordinatorSession::Stop() {
+  absl::MutexLock lock(&mu_);
+  stop_requested_ = true;
+  alive_ = false;
+  if (!ending_.has_value()) ending_ = Ending{SessionOutcome::kStopped};
+  if (watch_context_ != nullptr) watch_context_->TryCancel();
+}
+
+void CoordinatorSession::End(std::optional<SessionOutcome> outcome,
+                             const std::string& why) {
+  absl::MutexLock lock(&mu_);
+  if (ending_.has_value()) return;
+  ZSHARD_LOG_INFO("session ending", {{"reason", why}});
+  ending_ = Ending{outcome};
+  if (outcome.has_value()) alive_ = false;
+  if (watch_context_ != nullptr) watch_context_->TryCancel();
+}
+
+bool CoordinatorSession::SleepUnlessEnded(int64_t ms) {
+  absl::MutexLock lock(&mu_);
+  auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ending_.has_value();
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&ended), absl::Milliseconds(ms));
+}
+
+int64_t CoordinatorSession::epoch() const {
+  absl::MutexLock lock(&mu_);
+  return handler_ != nullptr ? handler_->epoch() : 0;
+}
+
+int64_t CoordinatorSession::step() const {
+  absl::MutexLock lock(&mu_);
+  return workload_ != nullptr ? workload_->step() : 0;
+}
+
+bool CoordinatorSession::alive() const {
+  absl::MutexLock lock(&mu_);
+  return alive_;
+}
+
+std::string CoordinatorSession::worker_id() const {
+  absl::MutexLock lock(&mu_);
+  return worker_id_;
+}
+
+std::unique_ptr<CoordinatorKvStore> CoordinatorSession::NewKvStore(
+    int64_t epoch) const {
+  CoordinatorKvStore::Options options;
+  {
+    absl::MutexLock lock(&mu_);
+    options.worker_id = worker_id_;
+    options.token = token_;
+  }
+  options.epoch = epoch;
+  return std::make_unique<CoordinatorKvStore>(options, channel_);
+}
+
+absl::Status CoordinatorSession::Join() {
+  v1::JoinRequest request;
+  request.set_name(options_.name);
+  request.set_address(options_.address);
+  for (const auto& [key, value] : options_.labels) {
+    (*request.mutable_labels())[key] = value;
+  }
+  request.mutable_device()->set_kind(options_.device);
+  request.mutable_device()->set_count(1);
+  Backoff backoff(options_.min_backoff_ms, options_.max_backoff_ms);
+  bool warned = false;
+  while (true) {
+    v1::JoinResponse response;
+    auto context = MakeContext();
+    grpc::Status status = stub_->Join(context.get(), request, &response);
+    if (status.ok()) {
+      ZSHARD_ASSIGN_OR_RETURN(WorkloadConfig config,
+                              ParseWorkloadConfig(response.job_spec_json()));
+      absl::MutexLock lock(&mu_);
+      if (workload_ == nullptr) {
+        IdleWorkload::Options workload_options;
+        workload_options.steps = config.steps;
+        workload_options.step_delay_ms = config.step_delay_ms;
+        workload_ = std::make_unique<IdleWorkload>(workload_options);
+      }
+      workload_->Pause();
+      worker_id_ = response.worker_id();
+      token_ = response.token();
+      alive_ = true;
+      heartbeat_interval_ms_ =
+          std::max<int64_t>(10, response.heartbeat_interval_ms() > 0
+                                    ? response.heartbeat_interval_ms()
+                                    : 1000);
+      lease_timeout_ms_ = response.lease_timeout_ms() > 0
+                              ? response.lease_timeout_ms()
+                              : 5 * heartbeat_interval_ms_;
+      handler_ =
+          std::make_unique<TransitionHandler>(worker_id_, workload_.get());
+      SetLogContext({{"job", response.job_name()},
+                     {"worker", options_.name},
+                     {"worker_id", worker_id_}});
+      ZSHARD_LOG_INFO("joined", {{"epoch", absl::StrCat(response.epoch())},
+                                 {"heartbeat_interval_ms",
+                                  absl::StrCat(heartbeat_interval_ms_)}});
+      return absl::OkStatus();
+    }
+    if (!IsTransient(status.error_code())) return FromGrpcStatus(status);
+    if (!warned) {
+      ZSHARD_LOG_WARN("coordinator unreachable, retrying join",
+                      {{"error", status.error_message()}});
+      warned = true;
+    }
+    if (SleepUnlessEnded(backoff.NextMs())) return absl::OkStatus();
+  }
+}
+
+absl::StatusOr<SessionOutcome> CoordinatorSession::Run() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stop_requested_) return SessionOutcome::kStopped;
+      ending_.reset();
+    }
+    absl::Status joined = Join();
+    if (!joined.ok()) return joined;
+    {
+      absl::MutexLock lock(&mu_);
+      // Stopped while the coordinator was still unreachable.
+      if (handler_ == nullptr) return SessionOutcome::kStopped;
+    }
+    std::thread heartbeat([this] { HeartbeatLoop(); });
+    std::thread watch([this] { WatchLoop(); });
+    std::optional<SessionOutcome> outcome;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return ending_.has_value();
+      };
+      mu_.Await(absl::Condition(&ended));
+      outcome = ending_->outcome;
+    }
+    heartbeat.join();
+    watch.join();
+    if (!outcome.has_value()) continue;  // Forgotten by the coordinator.
+    workload_->Pause();
+    switch (*outcome) {
+      case SessionOutcome::kStopped:
+        Leave("stopped by signal");
+        break;
+      case SessionOutcome::kDrained:
+        Leave("drained");
+        break;
+      case SessionOutcome::kDone:
+        Leave("steps done");
+        break;
+      case SessionOutcome::kFenced:
+        break;
+    }
+    return *outcome;
+  }
+}
+
+void CoordinatorSession::HeartbeatLoop() {
+  bool reachable = true;
+  std::optional<int64_t> done_since_ms;
+  while (true) {
+    v1::HeartbeatRequest request;
+    request.set_worker_id(worker_id_);
+    request.set_token(token_);
+    request.set_epoch(handler_->epoch());
+    request.set_step(workload_->step());
+    v1::HeartbeatResponse response;
+    auto context = MakeContext();
+    grpc::Status status = stub_->Heartbeat(context.get(), request, &response);
+    if (status.ok()) {
+      if (!reachable) ZSHARD_LOG_INFO("coordinator reachable again");
+      reachable = true;
+      if (response.command() == v1::COMMAND_EXIT) {
+        return End(SessionOutcome::kDone, "job finished");
+      }
+      if (response.command() == v1::COMMAND_DRAIN) {
+        return End(SessionOutcome::kDrained, "drained by the coordinator");
+      }
+      if (response.command() == v1::COMMAND_ABORT) {
+        ZSHARD_LOG_INFO("abort requested (no collectives to abort)");
+      }
+      if (response.state() == v1::MEMBER_STATE_DEAD ||
+          response.state() == v1::MEMBER_STATE_LEFT) {
+        return End(SessionOutcome::kFenced, "member declared dead");
+      }
+    } else if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      return End(SessionOutcome::kFenced,
+                 "token refused: " + status.error_message());
+    } else if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+      return End(std::nullopt, "coordinator does not know this worker");
+    } else if (reachable) {
+      reachable = false;
+      ZSHARD_LOG_WARN("heartbeat failed, stepping on",
+                      {{"error", status.error_message()}});
+    }
+    // The job is done when the steps are: wait a lease for COMMAND_EXIT,
+    // then leave on our own.
+    if (workload_->done()) {
+      const int64_t now = RealClock::Get()->NowMs();
+      if (!done_since_ms.has_value()) done_since_ms = now;
+      if (now - *done_since_ms >= lease_timeout_ms_) {
+        return End(SessionOutcome::kDone, "steps done");
+      }
+    }
+    if (SleepUnlessEnded(heartbeat_interval_ms_)) return;
+  }
+}
+
+void CoordinatorSession::WatchLoop() {
+  Backoff backoff(options_.min_backoff_ms, options_.max_backoff_ms);
+  v1::WatchPlanRequest request;
+  request.set_worker_id(worker_id_);
+  request.set_token(token_);
+  while (true) {
+    grpc::ClientContext context;
+    context.set_wait_for_ready(true);
+    {
+      absl::MutexLock lock(&mu_);
+      if (ending_.has_value()) return;
+      watch_context_ = &context;
+    }
+    auto reader = stub_->WatchPlan(&context, request);
+    v1::PlanUpdate update;
+    while (reader->Read(&update)) {
+      backoff.Reset();
+      std::optional<TransitionAck> ack = handler_->Apply(update);
+      if (ack.has_value()) SendAck(*ack);
+    }
+    grpc::Status status = reader->Finish();
+    {
+      absl::MutexLock lock(&mu_);
+      watch_context_ = nullptr;
+    }
+    if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      return End(SessionOutcome::kFenced,
+                 "plan watch refused: " + status.error_message());
+    }
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+      return End(std::nullopt, "coordinator does not know this worker");
+    }
+    if (SleepUnlessEnded(backoff.NextMs())) return;
+  }
+}
+
+void CoordinatorSession::SendAck(const TransitionAck& ack) {
+  v1::AckTransitionRequest request;
+  request.set_worker_id(worker_id_);
+  request.set_token(token_);
+  request.set_epoch(ack.epoch);
+  request.set_phase(ack.phase);
+  request.set_step(ack.step);
+  request.set_commit_point_passed(ack.commit_point_passed);
+  v1::AckTransitionResponse response;
+  auto context = MakeContext();
+  grpc::Status status = stub_->AckTransition(context.get(), request, &response);
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+    return End(SessionOutcome::kFenced,
+               "ack refused: " + status.error_message());
+  }
+  // Other failures (a stale epoch, the coordinator away) need no retry
+  // here: the watch stream replays the current state on reconnect and the
+  // ack is sent again.
+  if (!status.ok()) {
+    ZSHARD_LOG_WARN("transition ack failed",
+                    {{"epoch", absl::StrCat(ack.epoch)},
+                     {"error", status.error_message()}});
+  }
+}
+
+void CoordinatorSession::Leave(const std::string& reason) {
+  v1::LeaveRequest request;
+  request.set_worker_id(worker_id_);
+  request.set_token(token_);
+  request.set_reason(reason);
+  v1::LeaveResponse response;
+  auto context = MakeContext();
+  grpc::Status status = stub_->Leave(context.get(), request, &response);
+  if (!status.ok()) {
+    ZSHARD_LOG_WARN("leave failed", {{"error", status.error_message()}});
+  } else {
+    ZSHARD_LOG_INFO("left the job", {{"reason", reason}});
+  }
+}
+
+}  // namespace zshard::worker

@@ -1,0 +1,130 @@
+// The worker's session with the coordinator: join, a heartbeat thread, the
+// plan watch stream with transition acks, reconnection with backoff while
+// the coordinator is away (the workload keeps stepping meanwhile), exit on
+// fencing, and a graceful Leave on Stop.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "client/worker/session/coordinator_kv_store.h"
+#include "client/worker/session/transition_handler.h"
+#include "client/worker/workload/idle_workload.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "zshard/v1/worker_service.grpc.pb.h"
+
+namespace zshard::worker {
+
+// How a session ended.
+enum class SessionOutcome {
+  // The job's steps are done (COMMAND_EXIT, or steps reached): exit 0.
+  kDone,
+  // Stop() was called (SIGTERM/SIGINT): left gracefully, exit 0.
+  kStopped,
+  // The coordinator drained this worker: left gracefully, exit 0.
+  kDrained,
+  // The token was refused (a newer incarnation, or declared dead): exit 1.
+  kFenced,
+};
+
+// One worker's session. Run() blocks on the caller's thread and starts two
+// more (heartbeat, plan watch). Stop() is thread-safe.
+class CoordinatorSession {
+ public:
+  struct Options {
+    // Worker name, unique in the job (1..256 characters). Required.
+    std::string name;
+    // HOST:PORT where peers reach this worker for collectives. Default "".
+    std::string address;
+    // Topology labels such as node and zone. Default none.
+    std::map<std::string, std::string> labels;
+    // "cpu" (default) or "cuda".
+    std::string device = "cpu";
+    // Deadline of each unary RPC. Default 2000 ms.
+    int64_t rpc_timeout_ms = 2000;
+    // Reconnect backoff bounds for Join and the plan watch. Defaults
+    // 100 ms and 2000 ms.
+    int64_t min_backoff_ms = 100;
+    int64_t max_backoff_ms = 2000;
+  };
+
+  // `channel` must be non-null.
+  CoordinatorSession(const Options& options,
+                     std::shared_ptr<grpc::Channel> channel);
+  ~CoordinatorSession();
+  CoordinatorSession(const CoordinatorSession&) = delete;
+  CoordinatorSession& operator=(const CoordinatorSession&) = delete;
+
+  // Joins (retrying while the coordinator is unreachable), then follows the
+  // job until an outcome. Errors: a join refused for a reason other than
+  // unavailability (e.g. InvalidArgument for a bad name), or a job spec
+  // this worker cannot run. Call once.
+  absl::StatusOr<SessionOutcome> Run();
+
+  // Asks Run() to leave gracefully and return kStopped. Thread-safe; safe
+  // before Run() (Run then returns kStopped without joining).
+  void Stop();
+
+  // Observers (thread-safe): the committed epoch applied, the workload's
+  // step, and this incarnation's worker id ("" before the join).
+  int64_t epoch() const;
+  int64_t step() const;
+  std::string worker_id() const;
+  // True from a successful join until the session ends (fenced, done,
+  // drained or stopped); what a liveness probe reports.
+  bool alive() const;
+
+  // A rendezvous store for `epoch` with this incarnation's credentials
+  // (the communicators of that epoch rendezvous through it). Thread-safe;
+  // call after the join. The store stays bound to this incarnation.
+  std::unique_ptr<CoordinatorKvStore> NewKvStore(int64_t epoch) const;
+
+ private:
+  // Result of one session incarnation: an outcome, or a request to join
+  // again (the coordinator forgot this worker).
+  struct Ending {
+    std::optional<SessionOutcome> outcome;
+  };
+
+  absl::Status Join();
+  void HeartbeatLoop();
+  void WatchLoop();
+  void SendAck(const TransitionAck& ack);
+  void Leave(const std::string& reason);
+  // Records the first ending; wakes Run().
+  void End(std::optional<SessionOutcome> outcome, const std::string& why);
+  // Waits up to `ms` or until the incarnation ends; true if it ended.
+  bool SleepUnlessEnded(int64_t ms);
+  std::unique_ptr<grpc::ClientContext> MakeContext() const;
+
+  const Options options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+
+  mutable absl::Mutex mu_;
+  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  // Set when the current incarnation ends (outcome or rejoin).
+  std::optional<Ending> ending_ ABSL_GUARDED_BY(mu_);
+  // The watch stream's context, so ending can cancel it.
+  grpc::ClientContext* watch_context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::string worker_id_ ABSL_GUARDED_BY(mu_);
+  bool alive_ ABSL_GUARDED_BY(mu_) = false;
+  std::string token_ ABSL_GUARDED_BY(mu_);
+  int64_t heartbeat_interval_ms_ ABSL_GUARDED_BY(mu_) = 1000;
+  int64_t lease_timeout_ms_ ABSL_GUARDED_BY(mu_) = 5000;
+
+  // Created at the first join (it needs the job spec); kept across rejoins.
+  std::unique_ptr<IdleWorkload> workload_;
+  // One per incarnation (it knows the worker id).
+  std::unique_ptr<TransitionHandler> handler_;
+};
+
+}  // namespace zshard::worker

@@ -1,0 +1,65 @@
+// The `idle` workload: a counter that advances one step every
+// step_delay_ms while the worker's epoch is ACTIVE. It does no math; it lets
+// the control plane (joins, transitions, failures) be run and broken on its
+// own. Transitions stop it at a step boundary.
+#pragma once
+
+#include <cstdint>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace zshard::worker {
+
+// Steps on its own thread. Thread-safe: the session thread calls Activate /
+// Pause while the stepping thread runs.
+class IdleWorkload {
+ public:
+  struct Options {
+    // Time between steps. Default 100 ms; 0 steps as fast as possible.
+    int64_t step_delay_ms = 100;
+    // Steps after which the workload is done; 0 (default) runs until
+    // stopped.
+    int64_t steps = 0;
+  };
+
+  explicit IdleWorkload(const Options& options);
+  // Stops the stepping thread.
+  ~IdleWorkload();
+  IdleWorkload(const IdleWorkload&) = delete;
+  IdleWorkload& operator=(const IdleWorkload&) = delete;
+
+  // Starts stepping from `step` (the last completed step; the next step is
+  // step + 1). Called when an epoch becomes ACTIVE.
+  void Activate(int64_t step);
+
+  // Stops at the next step boundary and returns the last completed step.
+  // Blocks at most one step's bookkeeping (never a whole step delay: the
+  // delay between steps is interruptible). Idempotent.
+  int64_t Pause();
+
+  // Last completed step.
+  int64_t step() const;
+  // True while stepping is allowed.
+  bool active() const;
+  // True once `steps` steps are done (never when steps == 0).
+  bool done() const;
+
+  // Blocks until done() or `timeout_ms` passes; returns done().
+  bool WaitDone(int64_t timeout_ms) const;
+
+ private:
+  void Loop();
+
+  const Options options_;
+  mutable absl::Mutex mu_;
+  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  bool active_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Bumped by every Activate/Pause so a delay in progress restarts.
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;
+};
+
+}  // namespace zshard::worker

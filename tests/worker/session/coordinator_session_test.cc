@@ -1,0 +1,259 @@
+// Tests of CoordinatorSession against an in-process gRPC WorkerService on
+// 127.0.0.1 whose answers the test controls: join, transition acks and
+// stepping, graceful leave, fencing, the job's end, a rejoin when the
+// coordinator forgets the worker, and a refused join.
+
+#include "client/worker/session/coordinator_session.h"
+
+#include <atomic>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "gtest/gtest.h"
+#include "tests/testing/wait_for.h"
+#include "zshard/v1/worker_service.grpc.pb.h"
+
+namespace zshard::worker {
+namespace {
+
+using ::zshard::testing::WaitFor;
+
+// A scripted coordinator: every join gets a new id and token; the watch
+// stream sends one COMMITTED epoch with the worker at rank 0.
+class FakeWorkerService final : public v1::WorkerService::Service {
+ public:
+  grpc::Status Join(grpc::ServerContext*, const v1::JoinRequest* request,
+                    v1::JoinResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    if (refuse_join_) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "bad name");
+    }
+    ++joins_;
+    response->set_worker_id(absl::StrCat("id-", joins_));
+    response->set_token(absl::StrCat("tok-", joins_));
+    response->set_job_name("fake");
+    response->set_job_spec_json(
+        absl::StrCat(R"({"workload":{"kind":"idle","step_delay_ms":2,"steps":)",
+                     steps_, "}}"));
+    response->set_heartbeat_interval_ms(10);
+    response->set_lease_timeout_ms(100);
+    last_name_ = request->name();
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Heartbeat(grpc::ServerContext*,
+                         const v1::HeartbeatRequest* request,
+                         v1::HeartbeatResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    ++heartbeats_;
+    last_step_ = request->step();
+    if (forget_next_heartbeat_) {
+      forget_next_heartbeat_ = false;
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown worker");
+    }
+    if (fenced_) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "fenced");
+    }
+    response->set_epoch(1);
+    response->set_state(v1::MEMBER_STATE_ACTIVE);
+    response->set_command(command_);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status WatchPlan(grpc::ServerContext* context,
+                         const v1::WatchPlanRequest* request,
+                         grpc::ServerWriter<v1::PlanUpdate>* writer) override {
+    v1::PlanUpdate update;
+    update.set_epoch(1);
+    update.set_phase(v1::PLAN_PHASE_COMMITTED);
+    update.set_world(1);
+    update.set_instances(1);
+    update.set_resume_step(5);
+    v1::Assignment* a = update.add_assignments();
+    a->set_worker_id(request->worker_id());
+    a->set_rank(0);
+    writer->Write(update);
+    absl::MutexLock lock(&mu_);
+    while (!context->IsCancelled() && !shutdown_) {
+      mu_.AwaitWithTimeout(absl::Condition(&shutdown_), absl::Milliseconds(5));
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status AckTransition(grpc::ServerContext*,
+                             const v1::AckTransitionRequest* request,
+                             v1::AckTransitionResponse*) override {
+    absl::MutexLock lock(&mu_);
+    if (request->phase() == v1::ACK_PHASE_ACTIVE) ++active_acks_;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Leave(grpc::ServerContext*, const v1::LeaveRequest* request,
+                     v1::LeaveResponse*) override {
+    absl::MutexLock lock(&mu_);
+    leave_reason_ = request->reason();
+    return grpc::Status::OK;
+  }
+
+  absl::Mutex mu_;
+  bool refuse_join_ ABSL_GUARDED_BY(mu_) = false;
+  bool fenced_ ABSL_GUARDED_BY(mu_) = false;
+  bool forget_next_heartbeat_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
+  v1::Command command_ ABSL_GUARDED_BY(mu_) = v1::COMMAND_UNSPECIFIED;
+  int joins_ ABSL_GUARDED_BY(mu_) = 0;
+  int heartbeats_ ABSL_GUARDED_BY(mu_) = 0;
+  int active_acks_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_step_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string last_name_ ABSL_GUARDED_BY(mu_);
+  std::string leave_reason_ ABSL_GUARDED_BY(mu_);
+};
+
+class CoordinatorSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                   grpc::InsecureChannelCredentials());
+    CoordinatorSession::Options options;
+    options.name = "w0";
+    options.min_backoff_ms = 5;
+    options.max_backoff_ms = 20;
+    session_ = std::make_unique<CoordinatorSession>(options, channel_);
+  }
+
+  void TearDown() override {
+    session_->Stop();
+    if (runner_.joinable()) runner_.join();
+    {
+      absl::MutexLock lock(&service_.mu_);
+      service_.shutdown_ = true;
+    }
+    server_->Shutdown();
+  }
+
+  void StartRun() {
+    runner_ = std::thread([this] { result_ = session_->Run(); });
+  }
+
+  // Waits for the session to end and returns its result.
+  absl::StatusOr<SessionOutcome> Finish() {
+    runner_.join();
+    return result_;
+  }
+
+  bool WaitActive() {
+    return WaitFor(
+        [&] {
+          absl::MutexLock lock(&service_.mu_);
+          return service_.active_acks_ > 0 && session_->step() > 5;
+        },
+        5000, 1);
+  }
+
+  FakeWorkerService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<CoordinatorSession> session_;
+  std::thread runner_;
+  absl::StatusOr<SessionOutcome> result_ = absl::UnknownError("not run");
+};
+
+TEST_F(CoordinatorSessionTest, StepsFromResumeStepAndLeavesOnStop) {
+  StartRun();
+  ASSERT_TRUE(WaitActive());
+  EXPECT_EQ(session_->epoch(), 1);
+  EXPECT_EQ(session_->worker_id(), "id-1");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::MutexLock lock(&service_.mu_);
+        return service_.last_step_ > 5;
+      },
+      5000, 1));
+  session_->Stop();
+  auto outcome = Finish();
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(*outcome, SessionOutcome::kStopped);
+  absl::MutexLock lock(&service_.mu_);
+  EXPECT_EQ(service_.leave_reason_, "stopped by signal");
+  EXPECT_EQ(service_.last_name_, "w0");
+}
+
+TEST_F(CoordinatorSessionTest, RefusedTokenFencesWithoutLeaving) {
+  StartRun();
+  ASSERT_TRUE(WaitActive());
+  {
+    absl::MutexLock lock(&service_.mu_);
+    service_.fenced_ = true;
+  }
+  auto outcome = Finish();
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_EQ(*outcome, SessionOutcome::kFenced);
+  absl::MutexLock lock(&service_.mu_);
+  EXPECT_EQ(service_.leave_reason_, "");
+}
+
+TEST_F(CoordinatorSessionTest, ExitCommandEndsTheJob) {
+  StartRun();
+  ASSERT_TRUE(WaitActive());
+  {
+    absl::MutexLock lock(&service_.mu_);
+    service_.command_ = v1::COMMAND_EXIT;
+  }
+  auto outcome = Finish();
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_EQ(*outcome, SessionOutcome::kDone);
+}
+
+TEST_F(CoordinatorSessionTest, DoneAfterStepsWithoutExitCommand) {
+  {
+    absl::MutexLock lock(&service_.mu_);
+    service_.steps_ = 20;
+  }
+  StartRun();
+  auto outcome = Finish();
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_EQ(*outcome, SessionOutcome::kDone);
+  EXPECT_EQ(session_->step(), 20);
+  absl::MutexLock lock(&service_.mu_);
+  EXPECT_EQ(service_.leave_reason_, "steps done");
+}
+
+TEST_F(CoordinatorSessionTest, RejoinsWhenForgotten) {
+  StartRun();
+  ASSERT_TRUE(WaitActive());
+  {
+    absl::MutexLock lock(&service_.mu_);
+    service_.forget_next_heartbeat_ = true;
+  }
+  ASSERT_TRUE(
+      WaitFor([&] { return session_->worker_id() == "id-2"; }, 5000, 1));
+  absl::MutexLock lock(&service_.mu_);
+  EXPECT_EQ(service_.joins_, 2);
+}
+
+TEST_F(CoordinatorSessionTest, RefusedJoinIsAnError) {
+  {
+    absl::MutexLock lock(&service_.mu_);
+    service_.refuse_join_ = true;
+  }
+  StartRun();
+  auto outcome = Finish();
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_EQ(outcome.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace zshard::worker

@@ -1,0 +1,98 @@
+// Tests of the worker's side of the two-phase transition: acks, resume
+// steps, spares, replays and abandoned proposals.
+
+#include "client/worker/session/transition_handler.h"
+
+#include "gtest/gtest.h"
+
+namespace zshard::worker {
+namespace {
+
+v1::PlanUpdate Update(int64_t epoch, v1::PlanPhase phase,
+                      std::vector<std::pair<std::string, int>> members,
+                      int64_t resume_step = 0) {
+  v1::PlanUpdate update;
+  update.set_epoch(epoch);
+  update.set_phase(phase);
+  update.set_resume_step(resume_step);
+  for (const auto& [id, rank] : members) {
+    v1::Assignment* a = update.add_assignments();
+    a->set_worker_id(id);
+    a->set_rank(rank);
+  }
+  return update;
+}
+
+class TransitionHandlerTest : public ::testing::Test {
+ protected:
+  // A long delay: the step moves only when the test sets it.
+  IdleWorkload workload_{{/*step_delay_ms=*/600000, /*steps=*/0}};
+  TransitionHandler handler_{"w1", &workload_};
+};
+
+TEST_F(TransitionHandlerTest, ProposeCommitActivates) {
+  auto ack = handler_.Apply(
+      Update(1, v1::PLAN_PHASE_PROPOSED, {{"w0", 0}, {"w1", 1}}));
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->epoch, 1);
+  EXPECT_EQ(ack->phase, v1::ACK_PHASE_PREPARED);
+  EXPECT_EQ(ack->step, 0);
+  EXPECT_FALSE(workload_.active());
+
+  ack = handler_.Apply(
+      Update(1, v1::PLAN_PHASE_COMMITTED, {{"w0", 0}, {"w1", 1}}, 7));
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->phase, v1::ACK_PHASE_ACTIVE);
+  EXPECT_EQ(ack->step, 7);
+  EXPECT_TRUE(workload_.active());
+  EXPECT_EQ(handler_.epoch(), 1);
+  EXPECT_EQ(handler_.rank(), 1);
+}
+
+TEST_F(TransitionHandlerTest, SpareAcksButDoesNotStep) {
+  ASSERT_TRUE(handler_.Apply(
+      Update(1, v1::PLAN_PHASE_PROPOSED, {{"w0", 0}, {"w1", -1}})));
+  auto ack = handler_.Apply(
+      Update(1, v1::PLAN_PHASE_COMMITTED, {{"w0", 0}, {"w1", -1}}, 3));
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->phase, v1::ACK_PHASE_ACTIVE);
+  EXPECT_FALSE(workload_.active());
+  EXPECT_EQ(handler_.rank(), -1);
+}
+
+TEST_F(TransitionHandlerTest, ReplayOfCommittedEpochKeepsOwnStep) {
+  handler_.Apply(Update(2, v1::PLAN_PHASE_COMMITTED, {{"w1", 0}}, 5));
+  workload_.Activate(40);  // Stepped on while the coordinator was away.
+  auto ack =
+      handler_.Apply(Update(2, v1::PLAN_PHASE_COMMITTED, {{"w1", 0}}, 5));
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->step, 40);
+  EXPECT_EQ(workload_.step(), 40);
+  EXPECT_TRUE(workload_.active());
+}
+
+TEST_F(TransitionHandlerTest, AbandonedProposalResumes) {
+  handler_.Apply(Update(1, v1::PLAN_PHASE_COMMITTED, {{"w1", 0}}, 0));
+  workload_.Activate(9);
+  ASSERT_TRUE(handler_.Apply(
+      Update(2, v1::PLAN_PHASE_PROPOSED, {{"w1", 0}, {"w2", 1}})));
+  EXPECT_FALSE(workload_.active());
+  EXPECT_FALSE(handler_.Apply(Update(2, v1::PLAN_PHASE_ABANDONED, {})));
+  EXPECT_TRUE(workload_.active());
+  EXPECT_EQ(workload_.step(), 9);
+  EXPECT_EQ(handler_.epoch(), 1);
+}
+
+TEST_F(TransitionHandlerTest, StaleAndForeignUpdatesGetNoAck) {
+  handler_.Apply(Update(3, v1::PLAN_PHASE_COMMITTED, {{"w1", 0}}, 0));
+  EXPECT_FALSE(handler_.Apply(Update(2, v1::PLAN_PHASE_PROPOSED, {{"w1", 0}})));
+  EXPECT_FALSE(
+      handler_.Apply(Update(2, v1::PLAN_PHASE_COMMITTED, {{"w1", 0}})));
+  EXPECT_EQ(handler_.epoch(), 3);
+  // An epoch without this worker: it stops and acks nothing.
+  EXPECT_FALSE(handler_.Apply(Update(4, v1::PLAN_PHASE_PROPOSED, {{"w9", 0}})));
+  EXPECT_FALSE(workload_.active());
+}
+
+}  // namespace
+}  // namespace zshard::worker

@@ -1,0 +1,79 @@
+// Tests of zshard-worker's flag parsing: forms, defaults from the
+// environment, and one-line errors.
+
+#include "client/worker/session/worker_flags.h"
+
+#include "gtest/gtest.h"
+
+namespace zshard::worker {
+namespace {
+
+EnvLookup Env(std::map<std::string, std::string> vars) {
+  return [vars](const char* name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST(WorkerFlagsTest, ParsesAllFlags) {
+  auto flags = ParseWorkerFlags(
+      {"--coordinator", "127.0.0.1:7000", "--name=w1", "--device", "cuda",
+       "--labels", "node=a,zone=b", "--address", "10.0.0.1:9000", "--tls-ca",
+       "ca.pem", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--log-format",
+       "json"},
+      Env({}));
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->channel.target, "127.0.0.1:7000");
+  EXPECT_EQ(flags->session.name, "w1");
+  EXPECT_EQ(flags->session.device, "cuda");
+  EXPECT_EQ(flags->session.labels.at("zone"), "b");
+  EXPECT_EQ(flags->session.address, "10.0.0.1:9000");
+  EXPECT_EQ(flags->channel.tls_key_file, "k.pem");
+  EXPECT_EQ(flags->log_format, LogFormat::kJson);
+}
+
+TEST(WorkerFlagsTest, DefaultsFromEnvironment) {
+  auto flags = ParseWorkerFlags(
+      {}, Env({{"POD_NAME", "pod-3"}, {"ZSHARD_COORDINATOR", "coord:1"}}));
+  ASSERT_TRUE(flags.ok());
+  EXPECT_EQ(flags->session.name, "pod-3");
+  EXPECT_EQ(flags->channel.target, "coord:1");
+  // Flags win over the environment.
+  flags = ParseWorkerFlags(
+      {"--name", "w2"},
+      Env({{"POD_NAME", "pod-3"}, {"ZSHARD_COORDINATOR", "c:1"}}));
+  ASSERT_TRUE(flags.ok());
+  EXPECT_EQ(flags->session.name, "w2");
+}
+
+TEST(WorkerFlagsTest, ErrorsNameTheFlag) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message_part;
+  };
+  const std::vector<Case> cases = {
+      {{"--coordinator", "a:1"}, "--name"},
+      {{"--name", "w"}, "--coordinator"},
+      {{"--name", "w", "--coordinator", "a:1", "--device", "tpu"}, "--device"},
+      {{"--name", "w", "--coordinator", "a:1", "--labels", "node"}, "--labels"},
+      {{"--name", "w", "--coordinator", "a:1", "--bogus", "1"}, "--bogus"},
+      {{"--name", "w", "--coordinator"}, "needs a value"},
+      {{"--name", "w", "--coordinator", "a:1", "--tls-cert", "c"}, "--tls-key"},
+      {{"--name", std::string(300, 'x'), "--coordinator", "a:1"}, "256"},
+      {{"stray"}, "stray"},
+      {{"--name", "w", "--coordinator", "a:1", "--bogus"}, "unknown flag"},
+  };
+  for (const Case& c : cases) {
+    auto flags = ParseWorkerFlags(c.args, Env({}));
+    ASSERT_FALSE(flags.ok()) << c.message_part;
+    EXPECT_EQ(flags.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(flags.status().message().find(c.message_part),
+              absl::string_view::npos)
+        << flags.status().message();
+    EXPECT_EQ(flags.status().message().find('\n'), absl::string_view::npos);
+  }
+}
+
+}  // namespace
+}  // namespace zshard::worker

@@ -1,0 +1,295 @@
+// RunLoad: join phase (a few threads, blocking calls), then a scheduler
+// thread that fires each worker's heartbeat at its slot of the interval as
+// a callback-API call and records the round-trip latency.
+
+#include "tools/loadgen/load_generator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/client_context.h"
+#include "tools/loadgen/cpu_usage.h"
+#include "tools/loadgen/plan_watcher.h"
+#include "zshard/v1/worker_service.grpc.pb.h"
+
+namespace zshard::loadgen {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+struct SimWorker {
+  v1::WorkerService::Stub* stub = nullptr;
+  std::string worker_id;
+  std::string token;
+  std::unique_ptr<PlanWatcher> watcher;
+};
+
+std::chrono::system_clock::time_point DeadlineIn(int64_t ms) {
+  return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
+}
+
+// Joins workers [begin, end) with blocking calls.
+void JoinRange(const LoadOptions& options, int begin, int end,
+               std::vector<SimWorker>* workers,
+               std::atomic<int64_t>* failures) {
+  for (int i = begin; i < end; ++i) {
+    v1::WorkerService::Stub* stub = (*workers)[i].stub;
+    v1::JoinRequest request;
+    request.set_name(absl::StrCat(options.name_prefix, i));
+    request.set_address(absl::StrCat("127.0.0.1:", 20000 + i));
+    (*request.mutable_labels())["node"] = absl::StrCat("node-", i / 8);
+    request.mutable_device()->set_kind("cpu");
+    v1::JoinResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(10000));
+    grpc::Status status = stub->Join(&context, request, &response);
+    if (!status.ok()) {
+      failures->fetch_add(1);
+      continue;
+    }
+    (*workers)[i].worker_id = response.worker_id();
+    (*workers)[i].token = response.token();
+  }
+}
+
+// Tracks heartbeats in flight so the run can drain them at the end.
+class InFlight {
+ public:
+  void Add() {
+    absl::MutexLock lock(&mu_);
+    ++count_;
+  }
+  void Done() {
+    absl::MutexLock lock(&mu_);
+    --count_;
+  }
+  // Every call has a deadline, so this returns.
+  void WaitZero() {
+    absl::MutexLock lock(&mu_);
+    auto zero = [this]()
+                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return count_ == 0; };
+    mu_.Await(absl::Condition(&zero));
+  }
+
+ private:
+  absl::Mutex mu_;
+  int64_t count_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+double CpuSecondsOr(pid_t pid, double fallback) {
+  auto seconds = ProcessCpuSeconds(pid);
+  return seconds.ok() ? *seconds : fallback;
+}
+
+}  // namespace
+
+absl::StatusOr<LoadReport> RunLoad(
+    const LoadOptions& options,
+    const std::vector<std::shared_ptr<grpc::Channel>>& channels) {
+  if (channels.empty()) return absl::InvalidArgumentError("no channels");
+  std::vector<std::unique_ptr<v1::WorkerService::Stub>> stubs;
+  for (const auto& channel : channels) {
+    stubs.push_back(v1::WorkerService::NewStub(channel));
+  }
+  LoadReport report;
+  std::vector<SimWorker> workers(std::max(0, options.workers));
+  for (size_t i = 0; i < workers.size(); ++i) {
+    workers[i].stub = stubs[i % stubs.size()].get();
+  }
+
+  // Join.
+  const auto join_start = SteadyClock::now();
+  std::atomic<int64_t> join_failures{0};
+  {
+    std::vector<std::thread> threads;
+    const int n = std::max(1, options.join_threads);
+    for (int t = 0; t < n; ++t) {
+      int begin = options.workers * t / n;
+      int end = options.workers * (t + 1) / n;
+      threads.emplace_back(JoinRange, std::cref(options), begin, end, &workers,
+                           &join_failures);
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  report.join_seconds =
+      std::chrono::duration<double>(SteadyClock::now() - join_start).count();
+  report.join_failures = join_failures.load();
+  std::vector<SimWorker*> joined;
+  for (SimWorker& w : workers) {
+    if (!w.worker_id.empty()) joined.push_back(&w);
+  }
+  report.workers_joined = static_cast<int>(joined.size());
+  if (joined.empty()) {
+    return absl::UnavailableError("no simulated worker could join");
+  }
+
+  WatchCounters counters;
+  if (options.watch_plans) {
+    for (SimWorker* w : joined) {
+      w->watcher = std::make_unique<PlanWatcher>(w->stub, w->worker_id,
+                                                 w->token, &counters);
+      w->watcher->Start();
+    }
+  }
+
+  // Heartbeats: worker k fires at start + round*interval + k*interval/n;
+  // those sent before measure_start count as warm-up.
+  LatencyStats stats;
+  LatencyStats warmup_stats;
+  InFlight in_flight;
+  std::atomic<int64_t> ok{0};
+  std::atomic<int64_t> failed{0};
+  const auto start = SteadyClock::now();
+  const auto measure_start =
+      start + std::chrono::milliseconds(options.warmup_ms);
+  const auto end =
+      measure_start + std::chrono::milliseconds(options.duration_ms);
+  const auto interval =
+      std::chrono::milliseconds(options.heartbeat_interval_ms);
+  const size_t n = joined.size();
+  double cpu0 = -1;
+  double self0 = -1;
+  bool measuring = false;
+  for (int64_t round = 0;; ++round) {
+    bool finished = false;
+    for (size_t k = 0; k < n; ++k) {
+      auto due = start + round * interval + interval * k / n;
+      if (due >= end) {
+        finished = true;
+        break;
+      }
+      std::this_thread::sleep_until(due);
+      if (!measuring && due >= measure_start) {
+        measuring = true;
+        cpu0 = CpuSecondsOr(options.coordinator_pid, -1);
+        self0 = CpuSecondsOr(0, -1);
+      }
+      struct Call {
+        grpc::ClientContext context;
+        v1::HeartbeatRequest request;
+        v1::HeartbeatResponse response;
+        SteadyClock::time_point sent;
+      };
+      auto call = std::make_shared<Call>();
+      call->context.set_deadline(DeadlineIn(5000));
+      call->request.set_worker_id(joined[k]->worker_id);
+      call->request.set_token(joined[k]->token);
+      call->sent = SteadyClock::now();
+      LatencyStats* sink = measuring ? &stats : &warmup_stats;
+      std::atomic<int64_t>* ok_count = measuring ? &ok : nullptr;
+      std::atomic<int64_t>* failed_count = measuring ? &failed : nullptr;
+      in_flight.Add();
+      joined[k]->stub->async()->Heartbeat(
+          &call->context, &call->request, &call->response,
+          [call, sink, ok_count, failed_count,
+           &in_flight](grpc::Status status) {
+            if (status.ok()) {
+              sink->Add(std::chrono::duration_cast<std::chrono::microseconds>(
+                            SteadyClock::now() - call->sent)
+                            .count());
+              if (ok_count != nullptr) ok_count->fetch_add(1);
+            } else if (failed_count != nullptr) {
+              failed_count->fetch_add(1);
+            }
+            in_flight.Done();
+          });
+    }
+    if (finished) break;
+  }
+  in_flight.WaitZero();
+  const double wall =
+      std::chrono::duration<double>(SteadyClock::now() - measure_start).count();
+  const double cpu1 = CpuSecondsOr(options.coordinator_pid, -1);
+  const double self1 = CpuSecondsOr(0, -1);
+  report.duration_seconds = wall;
+  report.warmup_seconds = options.warmup_ms / 1000.0;
+  if (options.coordinator_pid > 0 && cpu0 >= 0 && cpu1 >= 0) {
+    report.coordinator_cpu_percent = 100.0 * (cpu1 - cpu0) / wall;
+  }
+  if (self0 >= 0 && self1 >= 0) {
+    report.loadgen_cpu_percent = 100.0 * (self1 - self0) / wall;
+  }
+  report.heartbeats_ok = ok.load();
+  report.heartbeats_failed = failed.load();
+  report.latency = stats.Summarize();
+  report.warmup_latency = warmup_stats.Summarize();
+
+  for (SimWorker* w : joined) {
+    if (w->watcher != nullptr) w->watcher->Cancel();
+  }
+  for (SimWorker* w : joined) {
+    if (w->watcher != nullptr) w->watcher->WaitDone();
+  }
+  report.plan_updates = counters.updates.load();
+  report.acks = counters.acks.load();
+  report.ack_failures = counters.ack_failures.load();
+
+  if (options.leave) {
+    for (SimWorker* w : joined) {
+      v1::LeaveRequest request;
+      request.set_worker_id(w->worker_id);
+      request.set_token(w->token);
+      request.set_reason("loadgen done");
+      v1::LeaveResponse response;
+      grpc::ClientContext context;
+      context.set_deadline(DeadlineIn(2000));
+      w->stub->Leave(&context, request, &response).ok();
+    }
+  }
+  return report;
+}
+
+nlohmann::json LoadReport::ToJson() const {
+  return {{"workers_joined", workers_joined},
+          {"join_failures", join_failures},
+          {"join_seconds", join_seconds},
+          {"duration_seconds", duration_seconds},
+          {"heartbeats_ok", heartbeats_ok},
+          {"heartbeats_failed", heartbeats_failed},
+          {"heartbeat_latency_ms",
+           {{"count", latency.count},
+            {"p50", latency.p50_ms},
+            {"p90", latency.p90_ms},
+            {"p99", latency.p99_ms},
+            {"max", latency.max_ms}}},
+          {"warmup_seconds", warmup_seconds},
+          {"warmup_heartbeat_latency_ms",
+           {{"count", warmup_latency.count},
+            {"p50", warmup_latency.p50_ms},
+            {"p99", warmup_latency.p99_ms},
+            {"max", warmup_latency.max_ms}}},
+          {"plan_updates", plan_updates},
+          {"acks", acks},
+          {"ack_failures", ack_failures},
+          {"coordinator_cpu_percent", coordinator_cpu_percent},
+          {"loadgen_cpu_percent", loadgen_cpu_percent}};
+}
+
+std::string LoadReport::ToText() const {
+  std::string out = absl::StrFormat(
+      "workers joined     %d (%d failed) in %.2f s\n"
+      "heartbeats         %d ok, %d failed in %.1f s\n"
+      "latency ms         p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n"
+      "warm-up %.0f s       %d heartbeats, p50 %.3f  p99 %.3f  max %.3f ms\n"
+      "plan updates       %d, acks %d (%d failed)\n",
+      workers_joined, join_failures, join_seconds, heartbeats_ok,
+      heartbeats_failed, duration_seconds, latency.p50_ms, latency.p90_ms,
+      latency.p99_ms, latency.max_ms, warmup_seconds, warmup_latency.count,
+      warmup_latency.p50_ms, warmup_latency.p99_ms, warmup_latency.max_ms,
+      plan_updates, acks, ack_failures);
+  if (coordinator_cpu_percent >= 0) {
+    absl::StrAppendFormat(&out, "coordinator cpu    %.1f %% of one core\n",
+                          coordinator_cpu_percent);
+  }
+  absl::StrAppendFormat(&out, "loadgen cpu        %.1f %% of one core\n",
+                        loadgen_cpu_percent);
+  return out;
+}
+
+}  // namespace zshard::loadgen
