@@ -1,0 +1,243 @@
+#!/usr/bin/env node
+// Checks the contract between the manifests and the binaries: every zshard
+// container of a rendered kustomization is started locally the way its pod
+// would start it (its args with $(VAR) expanded from its env, the downward
+// API faked, ConfigMap and Secret volumes written out under a scratch root,
+// listen addresses moved to free loopback ports) and must not reject its
+// command line: exit status 2 is the binaries' "bad flags or bad input" (a
+// malformed job spec included). A process still running at the deadline, or
+// one that ends otherwise (say, no coordinator to reach), passes.
+// Placeholder TLS material is replaced by certificates from
+// deploy/k8s/make-secrets.sh, so TLS files load.
+//
+//   node check_manifest_flags.js --modules DIR --bin-dir DIR \
+//       (--kustomize DIR | FILE.yaml)...
+// Exits 0 when every container passes, 1 when one is rejected, 2 on bad
+// usage, 77 (skip) when kubectl or the binaries are missing.
+'use strict';
+
+const childProcess = require('child_process');
+const fs = require('fs');
+const net = require('net');
+const os = require('os');
+const path = require('path');
+const {createRequire} = require('module');
+
+const kSkip = 77;
+const kDeadlineMs = 2000;
+// Image name -> the binary its ENTRYPOINT runs (deploy/docker/*.Dockerfile).
+const kEntrypoints = {
+  'zshard/coordinator': 'zshard-coordinator',
+  'zshard/worker': 'zshard-worker',
+};
+
+function die(code, message) {
+  console.log(message);
+  process.exit(code);
+}
+
+function parseArgs(argv) {
+  const args = {modules: null, binDir: null, sources: []};
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const value = () => {
+      if (i + 1 >= argv.length) die(2, `check_manifest_flags: ${a} needs a value`);
+      return argv[++i];
+    };
+    if (a === '--modules') args.modules = value();
+    else if (a === '--bin-dir') args.binDir = value();
+    else if (a === '--kustomize') args.sources.push({kustomize: value()});
+    else if (a.startsWith('--')) die(2, `check_manifest_flags: unknown flag '${a}'`);
+    else args.sources.push({file: a});
+  }
+  if (!args.modules || !args.binDir || args.sources.length === 0) {
+    die(2, 'usage: check_manifest_flags.js --modules DIR --bin-dir DIR ' +
+        '(--kustomize DIR | FILE)...');
+  }
+  return args;
+}
+
+function render(source) {
+  if (source.file) return fs.readFileSync(source.file, 'utf8');
+  try {
+    return childProcess.execFileSync('kubectl', ['kustomize', source.kustomize], {
+      encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'],
+      maxBuffer: 64 * 1024 * 1024});
+  } catch (e) {
+    if (e.code === 'ENOENT') die(kSkip, 'SKIP kubectl not found');
+    die(1, `FAIL kubectl kustomize '${source.kustomize}': ${e.stderr || e}`);
+  }
+}
+
+// A loopback port nobody listens on right now.
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const {port} = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+// Real TLS material, made once, for Secrets that hold placeholders.
+let realSecrets = null;
+function realSecretFiles(scratch) {
+  if (realSecrets) return realSecrets;
+  const dir = path.join(scratch, 'generated-secrets');
+  const script = path.resolve(__dirname, '../../deploy/k8s/make-secrets.sh');
+  childProcess.execFileSync('bash', [script, '--out', dir, '--ca-dir',
+    path.join(scratch, 'ca')], {stdio: 'ignore'});
+  realSecrets = dir;
+  return dir;
+}
+
+// The file contents a volume would show, as {relative path: Buffer}.
+function volumeFiles(volume, objects, scratch) {
+  const find = (kind, name) => objects.find(
+      (o) => o.kind === kind && o.metadata && o.metadata.name === name);
+  const files = {};
+  if (volume.configMap) {
+    const cm = find('ConfigMap', volume.configMap.name);
+    if (!cm) throw new Error(`configMap '${volume.configMap.name}' is not rendered`);
+    for (const [k, v] of Object.entries(cm.data || {})) files[k] = Buffer.from(v);
+  } else if (volume.secret) {
+    const secret = find('Secret', volume.secret.secretName);
+    if (!secret) throw new Error(`secret '${volume.secret.secretName}' is not rendered`);
+    for (const [k, v] of Object.entries(secret.data || {})) {
+      files[k] = Buffer.from(v.replace(/[\r\n]/g, ''), 'base64');
+    }
+    if (Object.values(files).some((b) => b.includes('PLACEHOLDER'))) {
+      const dir = realSecretFiles(scratch);
+      const role = volume.secret.secretName.includes('worker') ? 'worker' : 'coordinator';
+      files['tls.crt'] = fs.readFileSync(path.join(dir, `${role}.crt`));
+      files['tls.key'] = fs.readFileSync(path.join(dir, `${role}.key`));
+      files['ca.crt'] = fs.readFileSync(path.join(dir, 'ca.crt'));
+    }
+  }
+  return files;
+}
+
+// The environment the kubelet would give the container (downward API faked).
+function containerEnv(container, podName) {
+  const env = {};
+  for (const e of container.env || []) {
+    let value = e.value;
+    const ref = e.valueFrom && e.valueFrom.fieldRef;
+    if (ref) {
+      if (ref.fieldPath === 'metadata.name') value = podName;
+      else if (ref.fieldPath === 'metadata.namespace') value = 'zshard';
+      else if (ref.fieldPath === 'spec.nodeName') value = 'node-a';
+      else if (ref.fieldPath.startsWith('metadata.labels')) value = 'zone-a';
+      else value = 'unknown';
+    }
+    // $(VAR) refers to variables defined earlier in the list.
+    env[e.name] = expand(value || '', env);
+  }
+  return env;
+}
+
+function expand(text, env) {
+  return text.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m, name) => {
+    if (m === '$$') return '$';
+    return Object.prototype.hasOwnProperty.call(env, name) ? env[name] : m;
+  });
+}
+
+// Starts one container's binary; resolves to {verdict, detail}.
+async function runContainer(binary, argv, env) {
+  return new Promise((resolve) => {
+    const child = childProcess.spawn(binary, argv, {
+      env: {PATH: process.env.PATH, ...env}, stdio: ['ignore', 'pipe', 'pipe']});
+    let output = '';
+    const keep = (d) => { output = (output + d).slice(-4000); };
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
+    const timer = setTimeout(() => {
+      child.kill('SIGTERM');
+      // A graceful leave may take a moment; make sure it ends.
+      setTimeout(() => child.kill('SIGKILL'), 5000).unref();
+    }, kDeadlineMs);
+    let started = true;
+    child.on('error', (e) => {
+      started = false;
+      clearTimeout(timer);
+      resolve({verdict: 'FAIL', detail: `cannot start: ${e.message}`});
+    });
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      if (!started) return;
+      const last = output.trim().split('\n').pop() || '';
+      if (code === 2) {
+        resolve({verdict: 'FAIL', detail: `rejected its command line: ${last}`});
+      } else if (signal) {
+        resolve({verdict: 'ok  ', detail: 'accepted its command line (still running at the deadline)'});
+      } else {
+        resolve({verdict: 'ok  ', detail: `accepted its command line (exited ${code}: ${last})`});
+      }
+    });
+  });
+}
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  const req = createRequire(path.join(path.resolve(args.modules), 'package.json'));
+  const yaml = req('js-yaml');
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'zshard-flags-'));
+  let ran = 0;
+  let failed = 0;
+  try {
+    for (const source of args.sources) {
+      const objects = yaml.loadAll(render(source)).filter((o) => o && o.kind);
+      for (const obj of objects) {
+        if (obj.kind !== 'Deployment' && obj.kind !== 'StatefulSet') continue;
+        const pod = obj.spec.template.spec;
+        const podName = `${obj.metadata.name}-0`;
+        for (const c of pod.containers) {
+          const imageName = (c.image || '').replace(/[:@].*$/, '');
+          const program = c.command ? c.command[0] : kEntrypoints[imageName];
+          if (!program) continue;
+          const binary = path.join(args.binDir, path.basename(program));
+          const label = `${obj.kind}/${obj.metadata.name} ${c.name}`;
+          if (!fs.existsSync(binary)) {
+            console.log(`SKIP ${label}: ${binary} is not built`);
+            continue;
+          }
+          const root = fs.mkdtempSync(path.join(scratch, 'pod-'));
+          const mounts = [];
+          for (const m of c.volumeMounts || []) {
+            const volume = (pod.volumes || []).find((v) => v.name === m.name);
+            const dir = path.join(root, m.mountPath);
+            fs.mkdirSync(dir, {recursive: true});
+            for (const [f, data] of Object.entries(volumeFiles(volume, objects, scratch))) {
+              fs.writeFileSync(path.join(dir, f), data, {mode: 0o600});
+            }
+            mounts.push(m.mountPath);
+          }
+          const env = containerEnv(c, podName);
+          const argv = [];
+          for (const raw of c.args || []) {
+            let a = expand(raw, env);
+            const mount = mounts.find((p) => a === p || a.startsWith(p + '/'));
+            if (mount) a = path.join(root, a);
+            const listen = /^0\.0\.0\.0:\d+$/.exec(a);
+            if (listen) a = `127.0.0.1:${await freePort()}`;
+            argv.push(a);
+          }
+          const {verdict, detail} = await runContainer(binary, argv, env);
+          console.log(`${verdict} ${label}: ${detail}`);
+          ran++;
+          if (verdict === 'FAIL') failed++;
+        }
+      }
+    }
+  } finally {
+    fs.rmSync(scratch, {recursive: true, force: true});
+  }
+  if (ran === 0) die(kSkip, 'SKIP no zshard binary built to check');
+  console.log(`${ran} containers, ${failed} rejected`);
+  process.exit(failed === 0 ? 0 : 1);
+}
+
+main().catch((e) => die(1, `FAIL ${e.stack || e}`));
