@@ -1,11 +1,14 @@
 // zshard-bench collectives: reduce-scatter, all-gather and all-reduce
 // bandwidth of a communicator whose ranks run as threads of this process
-// over loopback, with NCCL-tests' algbw/busbw definitions, next to the bound
-// of one TCP loopback stream and, with --baseline, torch.distributed's Gloo
-// backend measured in the same run.
+// (or, with --processes, as forked processes meeting through a directory
+// store) over loopback, with NCCL-tests' algbw/busbw definitions, next to the
+// bound of one TCP loopback stream and, with --baseline, torch.distributed's
+// Gloo backend measured in the same run.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -23,7 +27,9 @@
 #include "absl/strings/str_cat.h"
 #include "client/worker/comm/comm_buffer.h"
 #include "client/worker/comm/communicator.h"
+#include "client/worker/comm/file_kv_store.h"
 #include "client/worker/comm/memory_kv_store.h"
+#include "common/status.h"
 #include "nlohmann/json.hpp"
 #include "tools/bench/bench_commands.h"
 
@@ -43,6 +49,8 @@ struct Flags {
   int iters = 5;
   bool json = false;
   bool baseline = false;
+  bool processes = false;
+  bool ring = false;
   std::string baseline_script;
   size_t chunk_bytes = size_t{1} << 20;
   int depth = 4;
@@ -56,9 +64,13 @@ const char kUsage[] =
     "         [--chunk-bytes C] [--depth D] [--timeout-ms T] [--baseline] "
     "[--baseline-script "
     "PATH]\n"
+    "         [--processes] [--algo ring|pairwise]\n"
     "  B is the whole buffer (reduce-scatter input, all-gather output).\n"
     "  --baseline runs torch_gloo_collectives.py (/usr/bin/python3) in the\n"
-    "  same run and prints ratios.\n";
+    "  same run and prints ratios.\n"
+    "  --processes runs one forked process per rank (as torch does) instead\n"
+    "  of one thread per rank. --algo picks the gloo reduce-scatter of fp32\n"
+    "  and integers (default pairwise; bf16 and fp16 always use it).\n";
 
 // Parses flags; returns false (after printing why) on bad usage.
 bool ParseFlags(int argc, char** argv, Flags* f, bool* help) {
@@ -75,6 +87,11 @@ bool ParseFlags(int argc, char** argv, Flags* f, bool* help) {
       return true;
     } else if (arg == "--baseline") {
       f->baseline = true;
+    } else if (arg == "--processes") {
+      f->processes = true;
+    } else if (arg == "--algo" && value(&v) &&
+               (v == "ring" || v == "pairwise")) {
+      f->ring = v == "ring";
     } else if (arg == "--ranks" && value(&v) &&
                absl::SimpleAtoi(v, &f->ranks) && f->ranks >= 1 &&
                f->ranks <= 64) {
@@ -161,83 +178,187 @@ struct OpResult {
   double busbw = 0;
 };
 
-// Runs every collective `iters` times on every rank; fills `results`.
-absl::Status RunCollectives(const Flags& f, std::vector<OpResult>* results) {
+constexpr int kOps = 3;
+const char* const kOpNames[kOps] = {"reduce-scatter", "all-gather",
+                                    "all-reduce"};
+
+// Elements per rank's block and bytes of the whole buffer.
+size_t BlockCount(const Flags& f) {
+  return f.bytes / comm::DataTypeSize(f.dtype) / f.ranks;
+}
+size_t TotalBytes(const Flags& f) {
+  return BlockCount(f) * f.ranks * comm::DataTypeSize(f.dtype);
+}
+
+// One rank's part: joins the group through `store` and times every
+// collective `iters` times after one warm-up. Returns seconds, op-major
+// (times[op * iters + iter]).
+absl::StatusOr<std::vector<double>> RunRank(const Flags& f, int rank,
+                                            comm::KvStore* store) {
   const int n = f.ranks;
-  const size_t esize = comm::DataTypeSize(f.dtype);
-  const size_t count = f.bytes / esize / n;  // elements per rank's block
-  const size_t total = count * n * esize;
-  const char* names[] = {"reduce-scatter", "all-gather", "all-reduce"};
-  // times[op][iter][rank]
-  std::vector<std::vector<std::vector<double>>> times(
-      3, std::vector<std::vector<double>>(f.iters, std::vector<double>(n)));
-  std::vector<absl::Status> status(n);
-  comm::MemoryKvStore store;
-  auto rank_main = [&](int rank) -> absl::Status {
-    comm::CommOptions o;
-    o.rank = rank;
-    o.size = n;
-    o.group = "bench";
-    o.store = &store;
-    o.device = f.device;
-    o.cuda_device = rank;
-    o.timeout_ms = f.timeout_ms;
-    o.chunk_bytes = f.chunk_bytes;
-    o.pipeline_depth = f.depth;
-    auto c = comm::CreateCommunicator(o);
-    if (!c.ok()) return c.status();
-    auto full = comm::AllocateCommBuffer(f.device, rank, total);
-    if (!full.ok()) return full.status();
-    auto part = comm::AllocateCommBuffer(f.device, rank, total / n);
-    if (!part.ok()) return part.status();
-    Communicator& comm = **c;
-    std::function<absl::Status()> ops[] = {
-        [&] {
-          return comm.ReduceScatter((*full)->data(), (*part)->data(), count,
-                                    f.dtype, comm::ReduceOp::kSum);
-        },
-        [&] {
-          return comm.AllGather((*part)->data(), (*full)->data(), count,
-                                f.dtype);
-        },
-        [&] {
-          return comm.AllReduce((*full)->data(), count * n, f.dtype,
-                                comm::ReduceOp::kSum);
-        }};
-    for (int op = 0; op < 3; ++op) {
-      for (int it = -1; it < f.iters; ++it) {  // one warm-up
-        absl::Status s = comm.Barrier();
-        const auto start = std::chrono::steady_clock::now();
-        if (s.ok()) s = ops[op]();
-        if (!s.ok()) {
-          return absl::Status(
-              s.code(), absl::StrCat(names[op], " on rank ", rank,
-                                     " iteration ", it, ": ", s.message()));
-        }
-        if (it >= 0) {
-          times[op][it][rank] =
-              Seconds(start, std::chrono::steady_clock::now());
-        }
+  const size_t count = BlockCount(f);
+  const size_t total = TotalBytes(f);
+  comm::CommOptions o;
+  o.rank = rank;
+  o.size = n;
+  o.group = "bench";
+  o.store = store;
+  o.device = f.device;
+  o.cuda_device = rank;
+  o.timeout_ms = f.timeout_ms;
+  o.chunk_bytes = f.chunk_bytes;
+  o.pipeline_depth = f.depth;
+  o.gloo_ring = f.ring;
+  auto c = comm::CreateCommunicator(o);
+  if (!c.ok()) return c.status();
+  auto full = comm::AllocateCommBuffer(f.device, rank, total);
+  if (!full.ok()) return full.status();
+  auto part = comm::AllocateCommBuffer(f.device, rank, total / n);
+  if (!part.ok()) return part.status();
+  Communicator& comm = **c;
+  std::function<absl::Status()> ops[kOps] = {
+      [&] {
+        return comm.ReduceScatter((*full)->data(), (*part)->data(), count,
+                                  f.dtype, comm::ReduceOp::kSum);
+      },
+      [&] {
+        return comm.AllGather((*part)->data(), (*full)->data(), count, f.dtype);
+      },
+      [&] {
+        return comm.AllReduce((*full)->data(), count * n, f.dtype,
+                              comm::ReduceOp::kSum);
+      }};
+  std::vector<double> times(kOps * f.iters);
+  for (int op = 0; op < kOps; ++op) {
+    for (int it = -1; it < f.iters; ++it) {  // one warm-up
+      absl::Status s = comm.Barrier();
+      const auto start = std::chrono::steady_clock::now();
+      if (s.ok()) s = ops[op]();
+      if (!s.ok()) {
+        return absl::Status(s.code(),
+                            absl::StrCat(kOpNames[op], " on rank ", rank,
+                                         " iteration ", it, ": ", s.message()));
+      }
+      if (it >= 0) {
+        times[op * f.iters + it] =
+            Seconds(start, std::chrono::steady_clock::now());
       }
     }
-    return absl::OkStatus();
-  };
+  }
+  return times;
+}
+
+// Runs every rank as a thread of this process.
+absl::Status RunThreads(const Flags& f,
+                        std::vector<std::vector<double>>* rank_times) {
+  std::vector<absl::Status> status(f.ranks);
+  comm::MemoryKvStore store;
   std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] { status[r] = rank_main(r); });
+  for (int r = 0; r < f.ranks; ++r) {
+    threads.emplace_back([&, r] {
+      auto times = RunRank(f, r, &store);
+      status[r] = times.status();
+      if (times.ok()) (*rank_times)[r] = *std::move(times);
+    });
   }
   for (std::thread& t : threads) t.join();
   for (const absl::Status& s : status) {
     if (!s.ok()) return s;
   }
-  for (int op = 0; op < 3; ++op) {
+  return absl::OkStatus();
+}
+
+// Runs every rank as a forked process (forked before this process starts
+// any thread); the ranks meet through a FileKvStore in a fresh temporary
+// directory and report their times over a pipe as text: "ok t0 t1 ..." or
+// "error <message>".
+absl::Status RunProcesses(const Flags& f,
+                          std::vector<std::vector<double>>* rank_times) {
+  char tmpl[] = "/tmp/zshard_bench_XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) {
+    return absl::InternalError("cannot create a rendezvous directory");
+  }
+  const std::string dir = tmpl;
+  std::vector<pid_t> pids;
+  std::vector<int> fds;
+  for (int r = 0; r < f.ranks; ++r) {
+    int p[2];
+    if (pipe(p) != 0) return absl::InternalError("pipe failed");
+    const pid_t pid = fork();
+    if (pid < 0) return absl::InternalError("fork failed");
+    if (pid == 0) {
+      close(p[0]);
+      comm::FileKvStore store(dir);
+      auto times = RunRank(f, r, &store);
+      std::string msg;
+      if (times.ok()) {
+        msg = "ok";
+        for (double t : *times) absl::StrAppend(&msg, " ", t);
+      } else {
+        msg = absl::StrCat("error ", times.status().ToString());
+      }
+      for (size_t off = 0; off < msg.size();) {
+        const ssize_t w = write(p[1], msg.data() + off, msg.size() - off);
+        if (w <= 0) break;
+        off += static_cast<size_t>(w);
+      }
+      _exit(times.ok() ? 0 : 1);
+    }
+    close(p[1]);
+    pids.push_back(pid);
+    fds.push_back(p[0]);
+  }
+  absl::Status result;
+  for (int r = 0; r < f.ranks; ++r) {
+    std::string msg;
+    char buf[4096];
+    ssize_t got;
+    while ((got = read(fds[r], buf, sizeof(buf))) > 0) {
+      msg.append(buf, static_cast<size_t>(got));
+    }
+    close(fds[r]);
+    int wstatus = 0;
+    waitpid(pids[r], &wstatus, 0);
+    std::vector<double>& times = (*rank_times)[r];
+    if (msg.rfind("ok", 0) == 0) {
+      const char* p = msg.c_str() + 2;
+      char* end = nullptr;
+      for (double t = std::strtod(p, &end); end != p;
+           t = std::strtod(p, &end)) {
+        times.push_back(t);
+        p = end;
+      }
+    }
+    if (result.ok() && times.size() != static_cast<size_t>(kOps * f.iters)) {
+      result = absl::UnavailableError(absl::StrCat(
+          "rank ", r, " process failed: ", msg.empty() ? "no report" : msg));
+    }
+  }
+  // Ranks wrote one small file per key; the directory goes with them.
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  return result;
+}
+
+// Runs every collective `iters` times on every rank; fills `results`.
+absl::Status RunCollectives(const Flags& f, std::vector<OpResult>* results) {
+  const int n = f.ranks;
+  const size_t total = TotalBytes(f);
+  std::vector<std::vector<double>> rank_times(n);
+  ZSHARD_RETURN_IF_ERROR(f.processes ? RunProcesses(f, &rank_times)
+                                     : RunThreads(f, &rank_times));
+  for (int op = 0; op < kOps; ++op) {
     std::vector<double> slowest;
-    for (const auto& iter : times[op]) {
-      slowest.push_back(*std::max_element(iter.begin(), iter.end()));
+    for (int it = 0; it < f.iters; ++it) {
+      double t = 0;
+      for (int r = 0; r < n; ++r) {
+        t = std::max(t, rank_times[r][op * f.iters + it]);
+      }
+      slowest.push_back(t);
     }
     std::sort(slowest.begin(), slowest.end());
     OpResult r;
-    r.op = names[op];
+    r.op = kOpNames[op];
     r.seconds = slowest[slowest.size() / 2];
     r.algbw = static_cast<double>(total) / r.seconds;
     const double factor = (op == 2 ? 2.0 : 1.0) * (n - 1) / n;
@@ -324,6 +445,12 @@ int RunCollectivesBench(int argc, char** argv) {
   out["bytes"] = f.bytes;
   out["dtype"] = std::string(comm::DataTypeName(f.dtype));
   out["iters"] = f.iters;
+  out["ranks_as"] = f.processes ? "processes" : "threads";
+  out["reduce_scatter_algorithm"] = f.ring && f.dtype != DataType::kBf16 &&
+                                            f.dtype != DataType::kFp16 &&
+                                            f.ranks >= 3
+                                        ? "ring"
+                                        : "pairwise";
   out["tcp_stream_bps"] = tcp;
   for (const OpResult& r : results) {
     out["results"].push_back(
@@ -347,10 +474,10 @@ int RunCollectivesBench(int argc, char** argv) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf(
-      "collectives: %s, %d ranks (threads), %.1f MiB %s, median of %d\n",
-      backend.c_str(), f.ranks, f.bytes / 1048576.0,
-      std::string(comm::DataTypeName(f.dtype)).c_str(), f.iters);
+  std::printf("collectives: %s, %d ranks (%s), %.1f MiB %s, median of %d\n",
+              backend.c_str(), f.ranks, f.processes ? "processes" : "threads",
+              f.bytes / 1048576.0,
+              std::string(comm::DataTypeName(f.dtype)).c_str(), f.iters);
   // of_tcp: one rank's link rate (busbw) against one loopback stream;
   // n*busbw/tcp: all ranks' traffic, which shares the same cores, against it.
   std::printf("%-16s %10s %12s %12s %8s %12s\n", "op", "time_ms", "algbw_GB/s",

@@ -49,6 +49,12 @@ struct CommOptions {
   // Gloo: messages in flight per peer in a reduce-scatter (receive scratch
   // is pipeline_depth * chunk_bytes per peer). Default 4.
   int pipeline_depth = 4;
+  // Gloo: reduce-scatter fp32, int64 and uint8 over a ring (3 ranks or
+  // more) instead of the pairwise exchange; bf16 and fp16 always take the
+  // pairwise exchange, which rounds once. Default false: on loopback the
+  // ring's per-hop two-input reductions cost more CPU than its fewer
+  // streams save.
+  bool gloo_ring = false;
 };
 
 // A group of `size` ranks that run collectives together. Every rank must

@@ -24,7 +24,8 @@ class GlooCommunicator final : public Communicator {
         transport_(std::move(transport)),
         collectives_(transport_.get(),
                      HostCollectives::Options{options.chunk_bytes,
-                                              options.pipeline_depth}) {}
+                                              options.pipeline_depth,
+                                              options.gloo_ring}) {}
 
   ~GlooCommunicator() override {
     // Connections close before the scratch they may write into goes away.

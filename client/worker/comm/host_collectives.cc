@@ -194,6 +194,10 @@ absl::Status HostCollectives::ReduceScatter(const void* sendbuf, void* recvbuf,
   const uint64_t slot = NextSlot();
   std::vector<Block> blocks(size_);
   for (int k = 0; k < size_; ++k) blocks[k] = {k * count, count};
+  if (UseRing(dtype)) {
+    return RingReduceBlocks(sendbuf, recvbuf, blocks, dtype, op, slot,
+                            deadline);
+  }
   return ReduceBlocks(sendbuf, recvbuf, blocks, dtype, op, slot, deadline);
 }
 
@@ -221,7 +225,9 @@ absl::Status HostCollectives::AllReduce(void* buf, size_t count, DataType dtype,
   char* own =
       static_cast<char*>(buf) + blocks[rank_].offset * DataTypeSize(dtype);
   ZSHARD_RETURN_IF_ERROR(
-      ReduceBlocks(buf, own, blocks, dtype, op, slot, deadline));
+      UseRing(dtype)
+          ? RingReduceBlocks(buf, own, blocks, dtype, op, slot, deadline)
+          : ReduceBlocks(buf, own, blocks, dtype, op, slot, deadline));
   return GatherBlocks(own, buf, blocks, dtype, slot + 1, deadline);
 }
 

@@ -1,8 +1,9 @@
 // Collectives written once over a PeerTransport: a pairwise-exchange
 // reduce-scatter (each rank receives its block from every peer and reduces
-// it in fp32, rounding once), a direct-exchange all-gather, an all-reduce
-// made of the two, an all-to-all barrier and tagged send/recv. Messages are
-// cut into chunks so that transfers and reductions overlap.
+// it in fp32, rounding once; optionally a ring for fp32 and integers), a
+// direct-exchange all-gather, an all-reduce made of the two, an all-to-all
+// barrier and tagged send/recv. Messages are cut into chunks so that transfers
+// and reductions overlap.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +32,11 @@ class HostCollectives {
     size_t chunk_bytes = size_t{1} << 20;
     // Chunks in flight per peer in the reduce-scatter. Default 4.
     int depth = 4;
+    // Reduce-scatter (and the first half of all-reduce) of fp32, int64 and
+    // uint8 over a ring when there are 3 ranks or more: one stream in and
+    // one out per rank. bf16 and fp16 always use the pairwise exchange so
+    // that they round once. Default false (see CommOptions::gloo_ring).
+    bool ring = false;
   };
 
   HostCollectives(PeerTransport* transport, const Options& options);
@@ -61,6 +67,13 @@ class HostCollectives {
   absl::Status ReduceBlocks(const void* src, void* dst,
                             const std::vector<Block>& blocks, DataType dtype,
                             ReduceOp op, uint64_t slot, absl::Time deadline);
+  // The same over a ring; requires UseRing(dtype). In host_ring.cc.
+  absl::Status RingReduceBlocks(const void* src, void* dst,
+                                const std::vector<Block>& blocks,
+                                DataType dtype, ReduceOp op, uint64_t slot,
+                                absl::Time deadline);
+  // Whether reduce-scatters of `dtype` take the ring.
+  bool UseRing(DataType dtype) const;
   // All-gather of this rank's block (read from `own`) into blocks[k] of dst.
   absl::Status GatherBlocks(const void* own, void* dst,
                             const std::vector<Block>& blocks, DataType dtype,
@@ -68,6 +81,7 @@ class HostCollectives {
   // Grows the per-peer receive scratch to `bytes_per_peer`.
   absl::Status EnsureScratch(size_t bytes_per_peer);
 
+  // Slots slot..slot+3 of a collective; the ring adds its hop in bits 48+.
   uint64_t NextSlot() { return kCollectiveSlotBase + 4 * sequence_++; }
 
   PeerTransport* const transport_;

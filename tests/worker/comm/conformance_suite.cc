@@ -269,39 +269,45 @@ TEST_P(CommConformance, SendRecvMovesBytesInOrder) {
     auto comm = CreateCommunicator(Options(rank));
     ASSERT_TRUE(comm.ok()) << comm.status();
     const int peer = rank ^ 1;
-    if (peer >= n) return;  // the odd one out has no partner
-    TestBuffer small(space_.get(), rank, DataType::kUint8, 13);
-    TestBuffer large(space_.get(), rank, DataType::kUint8, big);
-    if (rank % 2 == 0) {
-      for (size_t i = 0; i < 13; ++i) small.Set(i, i + rank);
-      for (size_t i = 0; i < big; ++i) large.Set(i, (i * 31) % 251);
-      small.Upload();
-      large.Upload();
-      ASSERT_TRUE((*comm)->Send(peer, small.data(), 13, 7).ok());
-      ASSERT_TRUE((*comm)->Send(peer, large.data(), big, 9).ok());
-      ASSERT_TRUE((*comm)->Send(peer, nullptr, 0, 9).ok());
-      absl::Status s = (*comm)->Recv(peer, small.data(), 13, 7);
-      ASSERT_TRUE(s.ok()) << s;
-      small.Download();
-      ExpectElements(
-          small, 13, [&](size_t i) { return double(i + rank + 1); }, "reply");
-    } else {
-      absl::Status s = (*comm)->Recv(peer, small.data(), 13, 7);
-      ASSERT_TRUE(s.ok()) << s;
-      s = (*comm)->Recv(peer, large.data(), big, 9);
-      ASSERT_TRUE(s.ok()) << s;
-      ASSERT_TRUE((*comm)->Recv(peer, nullptr, 0, 9).ok());
-      small.Download();
-      large.Download();
-      ExpectElements(
-          small, 13, [&](size_t i) { return double(i + peer); }, "small");
-      ExpectElements(
-          large, big, [&](size_t i) { return double((i * 31) % 251); },
-          "large");
-      for (size_t i = 0; i < 13; ++i) small.Set(i, i + peer + 1);
-      small.Upload();
-      ASSERT_TRUE((*comm)->Send(peer, small.data(), 13, 7).ok());
-    }
+    // Gloo fails every pending operation of a group when any peer closes
+    // its connections, so no rank leaves before every exchange is done.
+    auto exchange = [&] {
+      if (peer >= n) return;  // the odd one out has no partner
+      TestBuffer small(space_.get(), rank, DataType::kUint8, 13);
+      TestBuffer large(space_.get(), rank, DataType::kUint8, big);
+      if (rank % 2 == 0) {
+        for (size_t i = 0; i < 13; ++i) small.Set(i, i + rank);
+        for (size_t i = 0; i < big; ++i) large.Set(i, (i * 31) % 251);
+        small.Upload();
+        large.Upload();
+        ASSERT_TRUE((*comm)->Send(peer, small.data(), 13, 7).ok());
+        ASSERT_TRUE((*comm)->Send(peer, large.data(), big, 9).ok());
+        ASSERT_TRUE((*comm)->Send(peer, nullptr, 0, 9).ok());
+        absl::Status s = (*comm)->Recv(peer, small.data(), 13, 7);
+        ASSERT_TRUE(s.ok()) << s;
+        small.Download();
+        ExpectElements(
+            small, 13, [&](size_t i) { return double(i + rank + 1); }, "reply");
+      } else {
+        absl::Status s = (*comm)->Recv(peer, small.data(), 13, 7);
+        ASSERT_TRUE(s.ok()) << s;
+        s = (*comm)->Recv(peer, large.data(), big, 9);
+        ASSERT_TRUE(s.ok()) << s;
+        ASSERT_TRUE((*comm)->Recv(peer, nullptr, 0, 9).ok());
+        small.Download();
+        large.Download();
+        ExpectElements(
+            small, 13, [&](size_t i) { return double(i + peer); }, "small");
+        ExpectElements(
+            large, big, [&](size_t i) { return double((i * 31) % 251); },
+            "large");
+        for (size_t i = 0; i < 13; ++i) small.Set(i, i + peer + 1);
+        small.Upload();
+        ASSERT_TRUE((*comm)->Send(peer, small.data(), 13, 7).ok());
+      }
+    };
+    exchange();
+    EXPECT_TRUE((*comm)->Barrier().ok());
   });
 }
 
