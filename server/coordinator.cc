@@ -14,6 +14,7 @@
 #include "grpcpp/server_builder.h"
 #include "server/metrics/metrics_server.h"
 #include "server/metrics/rpc_metrics.h"
+#include "server/metrics/telemetry_metrics.h"
 #include "server/service/admin_service.h"
 #include "server/service/dashboard_service.h"
 #include "server/service/rendezvous_service.h"
@@ -76,6 +77,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
                          c->options_.membership));
   c->kv_ = std::make_unique<RendezvousKv>(c->options_.rendezvous);
   c->rpc_metrics_ = std::make_unique<RpcMetrics>();
+  c->telemetry_ = std::make_unique<TelemetryStore>(c->options_.telemetry);
   ZSHARD_RETURN_IF_ERROR(c->StartServing(spec));
   return c;
 }
@@ -83,10 +85,12 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
 absl::Status Coordinator::StartServing(const job::JobSpec&) {
   Membership* m = membership_.get();
   RpcMetrics* metrics = rpc_metrics_.get();
-  worker_service_ = std::make_unique<WorkerServiceImpl>(m, metrics);
+  worker_service_ = std::make_unique<WorkerServiceImpl>(
+      m, metrics, telemetry_.get(), options_.clock);
   rendezvous_service_ =
       std::make_unique<RendezvousServiceImpl>(m, kv_.get(), metrics);
-  dashboard_service_ = std::make_unique<DashboardServiceImpl>(m, metrics);
+  dashboard_service_ =
+      std::make_unique<DashboardServiceImpl>(m, telemetry_.get(), metrics);
   admin_service_ =
       std::make_unique<AdminServiceImpl>(m, options_.admin_token, metrics);
 
@@ -163,6 +167,9 @@ std::string Coordinator::RenderMetrics() {
       "# TYPE zshard_rendezvous_bytes gauge\n", "zshard_rendezvous_bytes ",
       kv_->TotalBytes(), "\n");
   absl::StrAppend(&out, rpc_metrics_->Render());
+  absl::StrAppend(&out,
+                  RenderTelemetryMetrics(membership_->View(), telemetry_.get()),
+                  dashboard_service_->RenderLedgerMetrics());
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include "common/job/job_spec.h"
 #include "server/membership/membership.h"
 #include "server/rendezvous/rendezvous_kv.h"
+#include "server/telemetry/telemetry_store.h"
 
 namespace grpc {
 class Server;
@@ -23,6 +24,7 @@ namespace zshard::server {
 
 class StateStore;
 class RpcMetrics;
+class TelemetryStore;
 class MetricsServer;
 class WorkerServiceImpl;
 class RendezvousServiceImpl;
@@ -48,6 +50,7 @@ struct CoordinatorOptions {
   // Time source for leases; null: the real clock.
   Clock* clock = nullptr;
   MembershipOptions membership;
+  TelemetryOptions telemetry;
   RendezvousOptions rendezvous;
 };
 
@@ -70,6 +73,7 @@ class Coordinator {
   void Shutdown();
 
   Membership* membership() { return membership_.get(); }
+  TelemetryStore* telemetry() { return telemetry_.get(); }
 
  private:
   Coordinator() = default;
@@ -82,6 +86,7 @@ class Coordinator {
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<RendezvousKv> kv_;
   std::unique_ptr<RpcMetrics> rpc_metrics_;
+  std::unique_ptr<TelemetryStore> telemetry_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<RendezvousServiceImpl> rendezvous_service_;
   std::unique_ptr<DashboardServiceImpl> dashboard_service_;

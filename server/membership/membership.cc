@@ -76,7 +76,8 @@ Membership::Membership(job::JobSpec spec, Clock* clock, StateStore* store,
                                         spec_.lease_timeout_ms / 2)),
       suspect_grace_ms_(options.suspect_grace_ms > 0
                             ? options.suspect_grace_ms
-                            : spec_.heartbeat_interval_ms * 3 / 2) {}
+                            : spec_.heartbeat_interval_ms * 3 / 2),
+      events_(EventLogOptions{options.event_log_size}) {}
 
 absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
     job::JobSpec spec, Clock* clock, StateStore* store,
@@ -100,6 +101,9 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
     }
     ZSHARD_RETURN_IF_ERROR(
         store->SaveJob(m->spec_.name, job::JobSpecToJson(m->spec_)));
+    ZSHARD_ASSIGN_OR_RETURN(std::vector<Event> recent,
+                            store->RecentEvents(options.event_log_size));
+    for (Event& e : recent) m->events_.Append(std::move(e));
     ZSHARD_RETURN_IF_ERROR(m->RestoreLocked(state));
   }
   m->ReconcileLocked();
@@ -373,9 +377,11 @@ void Membership::Tick() {
     if (!IsLive(m.state)) continue;
     int64_t silent = now - m.last_heartbeat_ms;
     if (silent > spec_.lease_timeout_ms) {
-      change_reason_ = absl::StrCat("member ", m.name, " lease expired");
+      change_reason_ = absl::StrCat("member ", m.name, "'s lease expired");
       GoneLocked(m, MemberState::kDead,
-                 absl::StrCat("lease expired after ", silent, " ms"));
+                 absl::StrCat("lease expired after ", silent,
+                              " ms without a heartbeat (lease ",
+                              spec_.lease_timeout_ms, " ms)"));
     } else if (m.suspect_since_ms >= 0 &&
                now - m.suspect_since_ms > suspect_grace_ms_) {
       change_reason_ = absl::StrCat("member ", m.name, " suspect confirmed");

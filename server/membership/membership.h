@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/job/job_spec.h"
+#include "server/events/event_log.h"
 #include "server/membership/types.h"
 #include "server/store/state_store.h"
 
@@ -41,6 +42,9 @@ struct MembershipOptions {
   int max_listed_spares = 8;
   // Plan updates kept for watchers that fall behind (they get a snapshot).
   int update_log_size = 64;
+  // Events kept in memory for the dashboard (restored from the store at
+  // start). Default 4096.
+  int event_log_size = 4096;
 };
 
 struct JoinArgs {
@@ -167,6 +171,8 @@ class Membership {
   MembershipStats Stats();
   int64_t CommittedEpoch();
   const job::JobSpec& spec() const { return spec_; }
+  // Every event the membership records, numbered; lives as long as this.
+  EventLog* events() { return &events_; }
 
  private:
   Membership(job::JobSpec spec, Clock* clock, StateStore* store,
@@ -253,6 +259,8 @@ class Membership {
   StoreWrite pending_write_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> dirty_ ABSL_GUARDED_BY(mu_);
   MembershipStats stats_ ABSL_GUARDED_BY(mu_);
+  // Order: mu_, then the log's own lock.
+  EventLog events_;
 };
 
 }  // namespace zshard::server

@@ -56,8 +56,9 @@ void Membership::ReconcileLocked() {
     }
   }
   if (w == 0) {
-    std::string why = absl::StrCat(healthy, " healthy members, world needs ",
-                                   spec_.world.min);
+    std::string why = absl::StrCat(
+        healthy, " healthy members, world needs ", spec_.world.min, " (",
+        ExplainWorld(0, healthy, spec_.world, target_world_), ")");
     if (why != last_unviable_) EventLocked("waiting", why);
     last_unviable_ = why;
     return;
@@ -115,8 +116,24 @@ void Membership::ProposeLocked(int world) {
   SaveEpochLocked(p, EpochStatus::kProposed);
   SaveMetaLocked();
   PublishLocked(PlanPhase::kProposed, p);
-  EventLocked("propose", absl::StrCat("epoch ", p.epoch, " world ", world, ": ",
-                                      p.reason));
+  // Which ranks change hands, so a reader sees who replaces whom.
+  std::string changes;
+  int changed = 0;
+  for (int r = 0; r < world; ++r) {
+    const std::string before =
+        r < committed_.world ? committed_.slots[r].name : std::string();
+    if (before == p.slots[r].name) continue;
+    if (++changed > 8) continue;
+    absl::StrAppend(&changes, "; member ", p.slots[r].name, " took rank ", r,
+                    before.empty() ? "" : absl::StrCat(" from ", before));
+  }
+  if (changed > 8) absl::StrAppend(&changes, " and ", changed - 8, " more");
+  EventLocked(
+      "propose",
+      absl::StrCat("epoch ", p.epoch, " world ", world, ": ", p.reason, "; ",
+                   ExplainWorld(world, static_cast<int>(healthy.size()),
+                                spec_.world, target_world_),
+                   "; ", p.spares, " spare(s)", changes));
 }
 
 void Membership::AbandonLocked(const std::string& why) {

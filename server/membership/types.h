@@ -114,6 +114,7 @@ struct Event {
   int64_t epoch = 0;
   std::string kind;  // join, leave, dead, propose, commit, abandon, stable...
   std::string reason;
+  int64_t seq = 0;  // position in the job's event log, from 1; 0: unset
 };
 
 }  // namespace zshard::server

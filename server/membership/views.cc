@@ -72,6 +72,7 @@ WatchBatch Membership::WaitForUpdates(int64_t after_seq,
 void Membership::Shutdown() {
   absl::MutexLock lock(&mu_);
   shutdown_ = true;
+  events_.Shutdown();
   absl::MutexLock watch_lock(&watch_mu_);
   watch_shutdown_ = true;
   watch_cv_.SignalAll();
@@ -136,6 +137,7 @@ MembershipStats Membership::Stats() {
 void Membership::EventLocked(const std::string& kind,
                              const std::string& reason) {
   Event e{WallTimeMs(), committed_.epoch, kind, reason};
+  e.seq = events_.Append(e);
   ZSHARD_LOG_INFO(absl::StrCat(kind, ": ", reason),
                   {{"epoch", absl::StrCat(committed_.epoch)}});
   if (store_ != nullptr) pending_write_.events.push_back(std::move(e));

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "absl/strings/str_cat.h"
+
 namespace zshard::server {
 
 int ChooseWorld(int healthy, const job::WorldSpec& world, int target_world) {
@@ -12,6 +14,19 @@ int ChooseWorld(int healthy, const job::WorldSpec& world, int target_world) {
   if (world.instances <= 0 || cap < world.min) return 0;
   int w = cap - cap % world.instances;
   return w >= world.min ? w : 0;
+}
+
+std::string ExplainWorld(int chosen, int healthy, const job::WorldSpec& world,
+                         int target_world) {
+  std::string caps = absl::StrCat("healthy ", healthy, ", max ", world.max);
+  if (target_world > 0) absl::StrAppend(&caps, ", target ", target_world);
+  if (chosen == 0) {
+    return absl::StrCat("no world: no multiple of I=", world.instances,
+                        " within [min ", world.min, ", min(", caps, ")]");
+  }
+  return absl::StrCat("world ", chosen,
+                      " = largest multiple of I=", world.instances,
+                      " within [min ", world.min, ", min(", caps, ")]");
 }
 
 std::vector<std::string> AssignRanks(int world,

@@ -15,6 +15,12 @@ namespace zshard::server {
 // none (too few healthy members). target_world 0 means no cap.
 int ChooseWorld(int healthy, const job::WorldSpec& world, int target_world);
 
+// Why ChooseWorld gives `chosen` (its result for the same inputs), in
+// words: "world 4 = largest multiple of I=2 within [min 2, min(healthy 5,
+// max 4)]", or "no world: 1 healthy member(s), fewer than min 2".
+std::string ExplainWorld(int chosen, int healthy, const job::WorldSpec& world,
+                         int target_world);
+
 // A live member that may get a rank.
 struct RankCandidate {
   std::string worker_id;

@@ -1,13 +1,82 @@
-// DashboardService adapter.
+// DashboardService adapter: status, plan and explain.
 #include "server/service/dashboard_service.h"
 
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/plan/plan.h"
 #include "server/service/proto_convert.h"
 #include "server/service/rpc_scope.h"
+#include "server/views/explain.h"
+#include "server/views/plan_index.h"
 
 namespace zshard::server {
+namespace {
+
+constexpr int kDefaultPieces = 1000;
+constexpr int kMaxPieces = 10000;
+
+// The pieces a GetPlan request asks for, from the epoch's index.
+grpc::Status FillPieces(const CachedPlan& cached, const EpochPlan& committed,
+                        const v1::GetPlanRequest& req,
+                        v1::GetPlanResponse* resp) {
+  PieceQuery q;
+  if (!req.param().empty()) {
+    auto it = cached.index.param_by_name.find(req.param());
+    if (it == cached.index.param_by_name.end()) {
+      return ToGrpcStatus(absl::NotFoundError(
+          absl::StrCat("param '", req.param(), "' is not in the model")));
+    }
+    q.param = it->second;
+  }
+  if (req.param_begin() < 0 || req.param_end() < 0) {
+    return ToGrpcStatus(
+        absl::InvalidArgumentError("param_begin and param_end must be >= 0"));
+  }
+  q.begin = req.param_begin();
+  q.end = req.param_end();
+  if (req.has_rank()) q.rank = req.rank();
+  if (req.has_bucket()) {
+    q.bucket = req.bucket();
+    q.buffer = req.buffer();
+  }
+  q.limit = req.page_size() <= 0 ? kDefaultPieces
+                                 : std::min(req.page_size(), kMaxPieces);
+  if (!req.page_token().empty()) {
+    uint64_t start = 0;
+    if (!absl::SimpleAtoi(req.page_token(), &start)) {
+      return ToGrpcStatus(absl::InvalidArgumentError(
+          absl::StrCat("page token '", req.page_token(), "' is not valid")));
+    }
+    q.start = static_cast<size_t>(start);
+  }
+  PieceAnswer answer = QueryPieces(cached.index, q);
+  const std::vector<std::string>& names = cached.index.ownership.param_names;
+  const int d = cached.plan.shard_group_size;
+  for (const plan::OwnedRange& r : answer.ranges) {
+    v1::PlanPiece* out = resp->add_pieces();
+    out->set_param(names[r.param_index]);
+    out->set_param_begin(r.begin);
+    out->set_param_end(r.end);
+    out->set_rank(r.rank);
+    out->set_instance(d > 0 ? r.rank / d : 0);
+    if (r.rank < static_cast<int>(committed.slots.size())) {
+      out->set_worker(committed.slots[r.rank].name);
+    }
+    out->set_buffer(r.buffer);
+    out->set_bucket(r.bucket);
+    out->set_offset_in_bucket(r.offset_in_bucket);
+    out->set_expert_rank(r.expert_rank);
+  }
+  if (answer.next > 0) resp->set_next_page_token(absl::StrCat(answer.next));
+  return grpc::Status::OK;
+}
+
+}  // namespace
 
 grpc::Status DashboardServiceImpl::GetClusterStatus(
     grpc::ServerContext*, const v1::GetClusterStatusRequest*,
@@ -31,9 +100,10 @@ grpc::Status DashboardServiceImpl::GetPlan(grpc::ServerContext*,
         "rank ", req->rank(), " is not in [0, ", committed.world, ")"))));
   }
   const job::JobSpec& spec = membership_->spec();
-  absl::StatusOr<plan::Plan> p =
-      plan::MakePlan(spec.model, job::JobPlanOptions(spec, committed.world));
-  if (!p.ok()) return scope.Finish(ToGrpcStatus(p.status()));
+  absl::StatusOr<std::shared_ptr<const CachedPlan>> cached =
+      plans_.Get(committed);
+  if (!cached.ok()) return scope.Finish(ToGrpcStatus(cached.status()));
+  const plan::Plan* p = &(*cached)->plan;
   resp->set_epoch(committed.epoch);
   resp->set_world(p->world);
   resp->set_instances(p->instances);
@@ -50,8 +120,14 @@ grpc::Status DashboardServiceImpl::GetPlan(grpc::ServerContext*,
     s->set_buckets(static_cast<int32_t>(b.buckets.size()));
     s->set_params(static_cast<int32_t>(b.params.size()));
   }
+  const bool pieces = !req->param().empty() || req->has_bucket();
+  if (pieces) {
+    grpc::Status s = FillPieces(**cached, committed, *req, resp);
+    if (!s.ok()) return scope.Finish(s);
+  }
   for (int r = 0; r < committed.world; ++r) {
     if (req->has_rank() && req->rank() != r) continue;
+    if (pieces && !req->has_rank()) break;  // a piece query: no summaries
     plan::RankPlan rp = plan::MakeRankPlan(spec.model, *p, r);
     v1::RankSummary* s = resp->add_ranks();
     s->set_rank(r);
@@ -69,6 +145,24 @@ grpc::Status DashboardServiceImpl::GetPlan(grpc::ServerContext*,
     }
     s->set_owned_elements(owned);
     s->set_pieces(pieces);
+  }
+  return scope.Finish(grpc::Status::OK);
+}
+
+void DashboardServiceImpl::WarmPlan() {
+  EpochPlan committed = membership_->CommittedPlan();
+  if (committed.epoch > 0) (void)plans_.Get(committed);  // cached if built
+}
+
+grpc::Status DashboardServiceImpl::Explain(grpc::ServerContext*,
+                                           const v1::ExplainRequest*,
+                                           v1::ExplainResponse* resp) {
+  RpcScope scope(metrics_, "Explain");
+  EventPage page = membership_->events()->After(
+      std::max<int64_t>(0, membership_->events()->last_seq() - 64), 64);
+  for (const std::string& s : ExplainCluster(
+           membership_->View(), membership_->spec().world, page.events)) {
+    resp->add_sentences(s);
   }
   return scope.Finish(grpc::Status::OK);
 }

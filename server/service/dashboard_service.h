@@ -1,17 +1,31 @@
-// DashboardService adapter (read-only): cluster status and plan summary.
+// DashboardService adapter (read-only): cluster status, plan, events,
+// telemetry, the measured ledger and explanations.
 #pragma once
+
+#include <string>
 
 #include "server/membership/membership.h"
 #include "server/metrics/rpc_metrics.h"
+#include "server/service/event_watch.h"
+#include "server/telemetry/telemetry_store.h"
+#include "server/views/plan_cache.h"
 #include "zshard/v1/dashboard_service.grpc.pb.h"
 
 namespace zshard::server {
 
-// Thread-safe. Borrows `membership` and `metrics` (may be null).
-class DashboardServiceImpl final : public v1::DashboardService::Service {
+// Thread-safe. Borrows `membership`, `telemetry` and `metrics` (may be
+// null); all outlive the service. Destroy after the gRPC server shut down.
+class DashboardServiceImpl final
+    : public v1::DashboardService::WithCallbackMethod_WatchEvents<
+          v1::DashboardService::Service> {
  public:
-  DashboardServiceImpl(Membership* membership, RpcMetrics* metrics)
-      : membership_(membership), metrics_(metrics) {}
+  DashboardServiceImpl(Membership* membership, TelemetryStore* telemetry,
+                       RpcMetrics* metrics)
+      : membership_(membership),
+        telemetry_(telemetry),
+        metrics_(metrics),
+        plans_(&membership->spec()),
+        watch_hub_(membership->events(), [this] { WarmPlan(); }) {}
 
   grpc::Status GetClusterStatus(grpc::ServerContext* ctx,
                                 const v1::GetClusterStatusRequest* req,
@@ -21,10 +35,42 @@ class DashboardServiceImpl final : public v1::DashboardService::Service {
   // before the first epoch.
   grpc::Status GetPlan(grpc::ServerContext* ctx, const v1::GetPlanRequest* req,
                        v1::GetPlanResponse* resp) override;
+  // A page of the event log, oldest first.
+  grpc::Status ListEvents(grpc::ServerContext* ctx,
+                          const v1::ListEventsRequest* req,
+                          v1::ListEventsResponse* resp) override;
+  // Follows the event log (callback API: open follows hold no thread).
+  grpc::ServerWriteReactor<v1::Event>* WatchEvents(
+      grpc::CallbackServerContext* ctx,
+      const v1::WatchEventsRequest* req) override;
+  // Live workers' telemetry; INVALID_ARGUMENT for a negative sample count.
+  grpc::Status GetTelemetry(grpc::ServerContext* ctx,
+                            const v1::GetTelemetryRequest* req,
+                            v1::GetTelemetryResponse* resp) override;
+  // Predicted vs measured memory per rank of the committed epoch;
+  // FAILED_PRECONDITION before the first epoch.
+  grpc::Status GetLedger(grpc::ServerContext* ctx,
+                         const v1::GetLedgerRequest* req,
+                         v1::GetLedgerResponse* resp) override;
+  grpc::Status Explain(grpc::ServerContext* ctx, const v1::ExplainRequest* req,
+                       v1::ExplainResponse* resp) override;
+
+  // Prometheus text of zshard_rank_memory_predicted_bytes{rank, worker,
+  // category} for the committed epoch (no samples before the first).
+  std::string RenderLedgerMetrics();
 
  private:
+  // Builds the committed epoch's plan index ahead of the first query (on
+  // the event notifier thread, after each event).
+  void WarmPlan();
+  // The ledger of the committed epoch (GetLedger's body).
+  absl::Status Ledger(v1::GetLedgerResponse* resp);
+
   Membership* membership_;
+  TelemetryStore* telemetry_;
   RpcMetrics* metrics_;
+  PlanCache plans_;
+  EventWatchHub watch_hub_;
 };
 
 }  // namespace zshard::server

@@ -11,6 +11,27 @@
 #include "server/service/rpc_scope.h"
 
 namespace zshard::server {
+namespace {
+
+TelemetryPoint FromProto(const v1::TelemetryReport& r, Clock* clock) {
+  TelemetryPoint p;
+  p.step = r.step();
+  p.epoch = r.epoch();
+  p.time_ms = clock->NowMs();
+  for (const v1::PhaseTime& t : r.phase_times()) {
+    p.phases.emplace_back(t.phase(), t.ms());
+  }
+  p.bytes_sent = r.bytes_sent();
+  p.bytes_received = r.bytes_received();
+  p.memory_bytes = std::map<std::string, int64_t>(r.memory_bytes().begin(),
+                                                  r.memory_bytes().end());
+  p.loss = r.loss();
+  p.grad_norm = r.grad_norm();
+  p.skipped = r.skipped();
+  return p;
+}
+
+}  // namespace
 
 grpc::Status WorkerServiceImpl::Join(grpc::ServerContext*,
                                      const v1::JoinRequest* req,
@@ -135,6 +156,9 @@ grpc::Status WorkerServiceImpl::StreamTelemetry(
     }
     resp->set_reports(resp->reports() + 1);
     resp->set_last_step(report.step());
+    if (telemetry_ != nullptr) {
+      telemetry_->Record(report.worker_id(), FromProto(report, clock_));
+    }
   }
   return scope.Finish(grpc::Status::OK);
 }

@@ -1,22 +1,31 @@
 // WorkerService adapter: proto in, Membership call, proto out.
 #pragma once
 
+#include "common/clock.h"
 #include "server/membership/membership.h"
 #include "server/metrics/rpc_metrics.h"
 #include "server/service/plan_watch.h"
+#include "server/telemetry/telemetry_store.h"
 #include "zshard/v1/worker_service.grpc.pb.h"
 
 namespace zshard::server {
 
-// Thread-safe (the membership is). Borrows `membership` and `metrics`
-// (metrics may be null); both outlive the service.
+// Thread-safe (the membership is). Borrows `membership`, `telemetry` and
+// `clock` (telemetry may be null: reports are counted, not kept) and
+// `metrics` (may be null); all outlive the service.
 class WorkerServiceImpl final
     : public v1::WorkerService::WithCallbackMethod_Heartbeat<
           v1::WorkerService::WithRawCallbackMethod_WatchPlan<
               v1::WorkerService::Service>> {
  public:
-  WorkerServiceImpl(Membership* membership, RpcMetrics* metrics)
-      : membership_(membership), metrics_(metrics), watch_hub_(membership) {}
+  WorkerServiceImpl(Membership* membership, RpcMetrics* metrics,
+                    TelemetryStore* telemetry = nullptr,
+                    Clock* clock = RealClock::Get())
+      : membership_(membership),
+        metrics_(metrics),
+        telemetry_(telemetry),
+        clock_(clock),
+        watch_hub_(membership) {}
 
   grpc::Status Join(grpc::ServerContext* ctx, const v1::JoinRequest* req,
                     v1::JoinResponse* resp) override;
@@ -46,6 +55,8 @@ class WorkerServiceImpl final
  private:
   Membership* membership_;
   RpcMetrics* metrics_;
+  TelemetryStore* telemetry_;
+  Clock* clock_;
   PlanWatchHub watch_hub_;
 };
 

@@ -24,6 +24,7 @@ class SqliteStmt {
 
   // Binds are 1-based, as in SQLite.
   void Bind(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
+  void BindNull(int i) { sqlite3_bind_null(stmt_, i); }
   void Bind(int i, absl::string_view v) {
     sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()),
                       SQLITE_TRANSIENT);

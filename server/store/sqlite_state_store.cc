@@ -316,13 +316,20 @@ absl::Status SqliteStateStore::ApplyInTransaction(const StoreWrite& write) {
   }
   if (!write.events.empty()) {
     ZSHARD_ASSIGN_OR_RETURN(
-        auto stmt, db_->Prepare("INSERT INTO events (time_ms, epoch, kind, "
-                                "reason) VALUES (?, ?, ?, ?)"));
+        auto stmt, db_->Prepare("INSERT INTO events (id, time_ms, epoch, kind, "
+                                "reason) VALUES (?, ?, ?, ?, ?)"));
     for (const Event& e : write.events) {
-      stmt->Bind(1, e.time_ms);
-      stmt->Bind(2, e.epoch);
-      stmt->Bind(3, e.kind);
-      stmt->Bind(4, e.reason);
+      // The event log's seq is the row id, so numbering survives restarts
+      // (NULL: the next id).
+      if (e.seq > 0) {
+        stmt->Bind(1, e.seq);
+      } else {
+        stmt->BindNull(1);
+      }
+      stmt->Bind(2, e.time_ms);
+      stmt->Bind(3, e.epoch);
+      stmt->Bind(4, e.kind);
+      stmt->Bind(5, e.reason);
       ZSHARD_RETURN_IF_ERROR(stmt->Run());
       stmt->Reset();
     }
@@ -333,15 +340,16 @@ absl::Status SqliteStateStore::ApplyInTransaction(const StoreWrite& write) {
 absl::StatusOr<std::vector<Event>> SqliteStateStore::RecentEvents(int limit) {
   ZSHARD_ASSIGN_OR_RETURN(
       auto stmt,
-      db_->Prepare("SELECT time_ms, epoch, kind, reason FROM (SELECT * FROM "
+      db_->Prepare("SELECT time_ms, epoch, kind, reason, id FROM (SELECT * "
+                   "FROM "
                    "events ORDER BY id DESC LIMIT ?) ORDER BY id"));
   stmt->Bind(1, int64_t{limit});
   std::vector<Event> events;
   while (true) {
     ZSHARD_ASSIGN_OR_RETURN(bool more, stmt->Step());
     if (!more) break;
-    events.push_back(
-        Event{stmt->Int(0), stmt->Int(1), stmt->Text(2), stmt->Text(3)});
+    events.push_back(Event{stmt->Int(0), stmt->Int(1), stmt->Text(2),
+                           stmt->Text(3), stmt->Int(4)});
   }
   return events;
 }

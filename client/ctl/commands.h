@@ -1,0 +1,33 @@
+// zshardctl's commands. Each takes the arguments after its name (argv[0] is
+// the command name) and the global flags, writes its whole output to stdout
+// only on success, and returns the process exit status: 0 ok, 2 bad input
+// (one line on stderr), 1 other failure.
+#pragma once
+
+#include <string>
+
+namespace zshard::ctl {
+
+// Flags given before the command name.
+struct GlobalFlags {
+  // --coordinator HOST:PORT; empty when not given (offline use).
+  std::string coordinator;
+  // --tls-ca F, --tls-cert F, --tls-key F: TLS to the coordinator (the CA
+  // of its certificate; a client certificate for mutual TLS). Empty: none.
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+};
+
+using CommandFn = int (*)(const GlobalFlags& global, int argc, char** argv);
+
+// zshardctl plan --model FILE | --preset NAME --world W [--instances I]
+//   [--bucket-size N] [--max-world M] [--expert-parallel E]
+//   [--grad-reduce-in-fp32] [--pad-for-high-nccl-busbw] [--rank R]
+//   [--output table|json]
+int RunPlanCommand(const GlobalFlags& global, int argc, char** argv);
+
+// zshardctl ledger with the model and world options of plan (no --rank).
+int RunLedgerCommand(const GlobalFlags& global, int argc, char** argv);
+
+}  // namespace zshard::ctl

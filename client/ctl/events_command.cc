@@ -1,0 +1,97 @@
+// zshardctl --coordinator ADDR events [--follow] [--output table|json]:
+// the coordinator's event log (membership changes and transitions with
+// their reasons), oldest first; --follow keeps printing new events.
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "client/ctl/commands.h"
+#include "client/ctl/model_options.h"
+#include "client/ctl/online.h"
+#include "client/ctl/online_commands.h"
+#include "nlohmann/json.hpp"
+#include "zshard/v1/dashboard_service.grpc.pb.h"
+
+namespace zshard::ctl {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: zshardctl --coordinator HOST:PORT events [--follow]\n"
+    "         [--output table|json] [--tls-ca F] [--tls-cert F --tls-key F]\n"
+    "         [--timeout-ms N]\n";
+
+nlohmann::json EventJson(const v1::Event& e) {
+  return {{"time", Rfc3339(e.time_ms())},
+          {"epoch", e.epoch()},
+          {"kind", e.kind()},
+          {"reason", e.reason()},
+          {"seq", e.seq()}};
+}
+
+std::string EventLine(const v1::Event& e) {
+  return absl::StrFormat("%-24s %6d  %-9s %s\n", Rfc3339(e.time_ms()),
+                         e.epoch(), e.kind(), e.reason());
+}
+
+}  // namespace
+
+int RunEventsCommand(const GlobalFlags& global, int argc, char** argv) {
+  absl::StatusOr<OnlineArgs> args =
+      ParseOnlineArgs(global, argc, argv, {{"follow", false}});
+  if (!args.ok()) return ReportError("events", args.status());
+  if (args->flags.Has("help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  const bool follow = args->flags.Has("follow");
+  auto channel = Connect(*args);
+  if (!channel.ok()) return ReportError("events", channel.status());
+  auto stub = v1::DashboardService::NewStub(*channel);
+
+  std::vector<v1::Event> events;
+  v1::ListEventsRequest req;
+  req.set_page_size(1000);
+  while (true) {
+    v1::ListEventsResponse resp;
+    grpc::Status s = stub->ListEvents(CallContext(*args).get(), req, &resp);
+    if (!s.ok()) return ReportRpcError("events", *args, s);
+    events.insert(events.end(), resp.events().begin(), resp.events().end());
+    req.set_after_seq(resp.next_seq());
+    if (!resp.more()) break;
+  }
+  if (!follow && args->json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const v1::Event& e : events) out.push_back(EventJson(e));
+    std::cout << out.dump() << std::endl;
+    return 0;
+  }
+  if (!args->json) {
+    std::cout << absl::StrFormat("%-24s %6s  %-9s %s\n", "TIME", "EPOCH",
+                                 "KIND", "REASON");
+  }
+  auto print = [&](const v1::Event& e) {
+    if (args->json) {
+      std::cout << EventJson(e).dump() << "\n";
+    } else {
+      std::cout << EventLine(e);
+    }
+  };
+  for (const v1::Event& e : events) print(e);
+  std::cout.flush();
+  if (!follow) return 0;
+
+  v1::WatchEventsRequest watch;
+  watch.set_after_seq(req.after_seq());
+  auto ctx = CallContext(*args, /*stream=*/true);
+  auto stream = stub->WatchEvents(ctx.get(), watch);
+  v1::Event e;
+  while (stream->Read(&e)) {
+    print(e);
+    std::cout.flush();
+  }
+  return ReportRpcError("events", *args, stream->Finish());
+}
+
+}  // namespace zshard::ctl

@@ -1,0 +1,82 @@
+// Shared flags, channel and errors of zshardctl's online commands.
+#include "client/ctl/online.h"
+
+#include <chrono>
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/status.h"
+
+namespace zshard::ctl {
+
+absl::StatusOr<OnlineArgs> ParseOnlineArgs(const GlobalFlags& global, int argc,
+                                           char** argv,
+                                           std::vector<FlagSpec> extra) {
+  for (const char* name :
+       {"output", "tls-ca", "tls-cert", "tls-key", "timeout-ms"}) {
+    extra.push_back({name, true});
+  }
+  extra.push_back({"help", false});
+  OnlineArgs args;
+  ZSHARD_ASSIGN_OR_RETURN(args.flags, ParseFlags(argc, argv, 1, extra));
+  if (args.flags.Has("help")) return args;
+  std::string output = args.flags.Get("output", "table");
+  if (output != "table" && output != "json") {
+    return absl::InvalidArgumentError("--output must be table or json");
+  }
+  args.json = output == "json";
+  ZSHARD_ASSIGN_OR_RETURN(args.timeout_ms,
+                          args.flags.GetInt("timeout-ms", 5000, 1, 3600000));
+  args.channel.target = global.coordinator;
+  args.channel.tls_ca_file = args.flags.Get("tls-ca", "");
+  args.channel.tls_cert_file = args.flags.Get("tls-cert", "");
+  args.channel.tls_key_file = args.flags.Get("tls-key", "");
+  if (args.channel.target.empty()) {
+    return absl::InvalidArgumentError(
+        "--coordinator HOST:PORT is required (before the command)");
+  }
+  return args;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const OnlineArgs& args) {
+  return worker::MakeCoordinatorChannel(args.channel);
+}
+
+std::unique_ptr<grpc::ClientContext> CallContext(const OnlineArgs& args,
+                                                 bool stream) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  if (!stream) {
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(args.timeout_ms));
+  }
+  return ctx;
+}
+
+int ReportRpcError(const char* command, const OnlineArgs& args,
+                   const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      std::fprintf(stderr, "zshardctl %s: coordinator %s is unreachable\n",
+                   command, args.channel.target.c_str());
+      return 3;
+    default:
+      break;
+  }
+  std::string message = status.error_message();
+  for (char& c : message) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  std::fprintf(stderr, "zshardctl %s: coordinator %s: %s\n", command,
+               args.channel.target.c_str(), message.c_str());
+  return status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? 2 : 1;
+}
+
+std::string Rfc3339(int64_t time_ms) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(time_ms),
+                          absl::UTCTimeZone());
+}
+
+}  // namespace zshard::ctl

@@ -1,0 +1,51 @@
+// What zshardctl's online commands share: the flags that reach a running
+// coordinator (TLS, timeout, output), the channel, and the one-line errors
+// with their exit statuses (2 usage, 3 coordinator unreachable, 1 other).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/ctl/commands.h"
+#include "client/ctl/flags.h"
+#include "client/worker/session/channel.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+
+namespace zshard::ctl {
+
+struct OnlineArgs {
+  worker::ChannelOptions channel;  // target from --coordinator
+  bool json = false;               // --output json (default table)
+  int64_t timeout_ms = 5000;       // --timeout-ms, per call
+  ParsedFlags flags;               // every flag, the command's own included
+};
+
+// Parses argv[1..argc) against --output, --tls-ca, --tls-cert, --tls-key,
+// --timeout-ms, --help plus `extra`. InvalidArgument naming the flag; also
+// when no coordinator is given (global --coordinator).
+absl::StatusOr<OnlineArgs> ParseOnlineArgs(const GlobalFlags& global, int argc,
+                                           char** argv,
+                                           std::vector<FlagSpec> extra);
+
+// The channel to the coordinator (connects lazily). InvalidArgument for
+// bad TLS files.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const OnlineArgs& args);
+
+// A context with the call deadline; `stream` contexts have none.
+std::unique_ptr<grpc::ClientContext> CallContext(const OnlineArgs& args,
+                                                 bool stream = false);
+
+// Prints one line on stderr for a failed call and returns the exit status:
+// 3 when the coordinator cannot be reached (UNAVAILABLE, DEADLINE_EXCEEDED),
+// 2 for INVALID_ARGUMENT, 1 otherwise. No gRPC internals are printed.
+int ReportRpcError(const char* command, const OnlineArgs& args,
+                   const grpc::Status& status);
+
+// "2026-11-29T11:40:00.123Z" for milliseconds since the Unix epoch.
+std::string Rfc3339(int64_t time_ms);
+
+}  // namespace zshard::ctl

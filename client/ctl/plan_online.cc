@@ -1,0 +1,149 @@
+// zshardctl --coordinator ADDR plan [--rank R] [--param NAME [--begin A]
+// [--end B]] [--bucket K [--buffer F]] [--output table|json]: the committed
+// plan of a running job: per-rank summaries, or the pieces that answer
+// "who owns NAME elements A..B?".
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "client/ctl/commands.h"
+#include "client/ctl/model_options.h"
+#include "client/ctl/online.h"
+#include "client/ctl/online_commands.h"
+#include "client/ctl/table.h"
+#include "nlohmann/json.hpp"
+#include "zshard/v1/dashboard_service.grpc.pb.h"
+
+namespace zshard::ctl {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: zshardctl --coordinator HOST:PORT plan [--rank R]\n"
+    "         [--param NAME [--begin A] [--end B]] [--bucket K [--buffer F]]\n"
+    "         [--output table|json] [--tls-ca F] [--tls-cert F --tls-key F]\n";
+
+// Pages fetched at most (10,000 pieces each).
+constexpr int kMaxPages = 100;
+
+nlohmann::json PlanJson(const v1::GetPlanResponse& p) {
+  nlohmann::json out = {{"epoch", p.epoch()},
+                        {"world", p.world()},
+                        {"instances", p.instances()},
+                        {"shard_group_size", p.shard_group_size()},
+                        {"bucket_size", p.bucket_size()},
+                        {"plan_hash", p.plan_hash()},
+                        {"ranks", nlohmann::json::array()},
+                        {"pieces", nlohmann::json::array()}};
+  for (const v1::RankSummary& r : p.ranks()) {
+    out["ranks"].push_back({{"rank", r.rank()},
+                            {"instance", r.instance()},
+                            {"shard_rank", r.shard_rank()},
+                            {"worker", r.name()},
+                            {"owned_elements", r.owned_elements()},
+                            {"pieces", r.pieces()}});
+  }
+  for (const v1::PlanPiece& x : p.pieces()) {
+    out["pieces"].push_back({{"param", x.param()},
+                             {"begin", x.param_begin()},
+                             {"end", x.param_end()},
+                             {"rank", x.rank()},
+                             {"instance", x.instance()},
+                             {"worker", x.worker()},
+                             {"buffer", x.buffer()},
+                             {"bucket", x.bucket()},
+                             {"offset_in_bucket", x.offset_in_bucket()}});
+  }
+  return out;
+}
+
+std::string PlanTable(const v1::GetPlanResponse& p) {
+  std::string out = absl::StrCat(
+      "epoch ", p.epoch(), "  world ", p.world(), "  instances ", p.instances(),
+      "  D ", p.shard_group_size(), "  plan ", p.plan_hash(), "\n");
+  if (p.ranks_size() > 0) {
+    Table t({"RANK", "INSTANCE", "SHARD_RANK", "WORKER", "OWNED", "PIECES"});
+    for (const v1::RankSummary& r : p.ranks()) {
+      t.AddRow({absl::StrCat(r.rank()), absl::StrCat(r.instance()),
+                absl::StrCat(r.shard_rank()), r.name(),
+                Grouped(r.owned_elements()), absl::StrCat(r.pieces())});
+    }
+    out += t.Render();
+  }
+  if (p.pieces_size() > 0) {
+    Table t({"PARAM", "ELEMENTS", "RANK", "INSTANCE", "WORKER", "BUFFER",
+             "BUCKET", "OFFSET"});
+    for (const v1::PlanPiece& x : p.pieces()) {
+      t.AddRow({x.param(),
+                absl::StrCat("[", x.param_begin(), ", ", x.param_end(), ")"),
+                absl::StrCat(x.rank()), absl::StrCat(x.instance()), x.worker(),
+                absl::StrCat(x.buffer()), absl::StrCat(x.bucket()),
+                absl::StrCat(x.offset_in_bucket())});
+    }
+    out += t.Render();
+  }
+  return out;
+}
+
+}  // namespace
+
+int RunPlanAnyCommand(const GlobalFlags& global, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--model", 0) == 0 || arg.rfind("--preset", 0) == 0) {
+      return RunPlanCommand(global, argc, argv);
+    }
+  }
+  if (global.coordinator.empty()) return RunPlanCommand(global, argc, argv);
+  absl::StatusOr<OnlineArgs> args = ParseOnlineArgs(
+      global, argc, argv,
+      {{"rank"}, {"param"}, {"begin"}, {"end"}, {"bucket"}, {"buffer"}});
+  if (!args.ok()) return ReportError("plan", args.status());
+  if (args->flags.Has("help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  v1::GetPlanRequest req;
+  const ParsedFlags& f = args->flags;
+  constexpr int64_t kMax = int64_t{1} << 62;
+  absl::StatusOr<int64_t> rank = f.GetInt("rank", -1, 0, 1 << 30);
+  absl::StatusOr<int64_t> begin = f.GetInt("begin", 0, 0, kMax);
+  absl::StatusOr<int64_t> end = f.GetInt("end", 0, 1, kMax);
+  absl::StatusOr<int64_t> bucket = f.GetInt("bucket", -1, 0, 1 << 30);
+  absl::StatusOr<int64_t> buffer = f.GetInt("buffer", 0, 0, 1 << 30);
+  for (const auto* v : {&rank, &begin, &end, &bucket, &buffer}) {
+    if (!v->ok()) return ReportError("plan", v->status());
+  }
+  if (f.Has("rank")) req.set_rank(static_cast<int32_t>(*rank));
+  req.set_param(f.Get("param", ""));
+  req.set_param_begin(*begin);
+  req.set_param_end(*end);
+  if (f.Has("bucket")) req.set_bucket(static_cast<int32_t>(*bucket));
+  req.set_buffer(static_cast<int32_t>(*buffer));
+  req.set_page_size(10000);
+
+  auto channel = Connect(*args);
+  if (!channel.ok()) return ReportError("plan", channel.status());
+  auto stub = v1::DashboardService::NewStub(*channel);
+  v1::GetPlanResponse all;
+  for (int page = 0; page < kMaxPages; ++page) {
+    v1::GetPlanResponse resp;
+    grpc::Status s = stub->GetPlan(CallContext(*args).get(), req, &resp);
+    if (!s.ok()) return ReportRpcError("plan", *args, s);
+    if (page == 0) {
+      all = resp;
+    } else {
+      all.mutable_pieces()->MergeFrom(resp.pieces());
+    }
+    if (resp.next_page_token().empty()) break;
+    req.set_page_token(resp.next_page_token());
+  }
+  if (args->json) {
+    std::cout << PlanJson(all).dump() << std::endl;
+  } else {
+    std::cout << PlanTable(all);
+  }
+  return 0;
+}
+
+}  // namespace zshard::ctl

@@ -1,0 +1,35 @@
+// `zshardctl --coordinator HOST:PORT status [--output json]`: the cluster
+// status from the coordinator's DashboardService, as a table for people or
+// as the JSON contract for machines.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "client/ctl/commands.h"
+#include "nlohmann/json.hpp"
+#include "zshard/v1/dashboard_service.pb.h"
+
+namespace zshard::ctl {
+
+// The JSON contract: {"job", "epoch", "state", "world", "instances",
+// "plan_hash", "members": [{"name", "worker_id", "state", "rank",
+// "instance", "shard_rank", "step", "last_heartbeat_ms", "labels"}]}.
+nlohmann::json ClusterStatusToJson(const v1::GetClusterStatusResponse& status);
+
+// A human table of the same fields.
+std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status);
+
+// Runs the command with `args`: --coordinator, --output json|table,
+// --tls-ca, --tls-cert, --tls-key, --timeout-ms (default 5000); a "status"
+// word is skipped. Prints the result on stdout; errors are one line on
+// stderr. Returns 0, 2 for usage errors, 3 when the coordinator cannot be
+// reached, 1 for other failures.
+int RunStatusArgs(const std::vector<std::string>& args);
+
+// zshardctl --coordinator HOST:PORT status [--output table|json]
+//   [--tls-ca F] [--tls-cert F --tls-key F] [--timeout-ms N]
+// argv[0] is "status". Exit status as RunStatusArgs.
+int RunStatusCommand(const GlobalFlags& global, int argc, char** argv);
+
+}  // namespace zshard::ctl

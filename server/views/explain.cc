@@ -1,0 +1,100 @@
+// ExplainCluster: the world policy and rank assignment, in words.
+#include "server/views/explain.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/membership/world_policy.h"
+
+namespace zshard::server {
+namespace {
+
+constexpr size_t kMaxListed = 16;
+
+// "a, b, c and 4 more".
+std::string ListNames(const std::vector<std::string>& names) {
+  std::vector<std::string> shown(
+      names.begin(), names.begin() + std::min(names.size(), kMaxListed));
+  std::string out = absl::StrJoin(shown, ", ");
+  if (names.size() > kMaxListed) {
+    absl::StrAppend(&out, " and ", names.size() - kMaxListed, " more");
+  }
+  return out;
+}
+
+// The last event of one of `kinds`, or null.
+const Event* Last(const std::vector<Event>& events,
+                  std::initializer_list<const char*> kinds) {
+  for (auto it = events.rbegin(); it != events.rend(); ++it) {
+    for (const char* k : kinds) {
+      if (it->kind == k) return &*it;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<std::string> ExplainCluster(const ClusterView& view,
+                                        const job::WorldSpec& world,
+                                        const std::vector<Event>& recent) {
+  std::vector<std::string> out;
+  int healthy = 0;
+  std::vector<std::string> ranks, spares, gone;
+  for (const MemberView& mv : view.members) {
+    const Member& m = mv.member;
+    if (m.state == MemberState::kActive || m.state == MemberState::kSpare ||
+        m.state == MemberState::kJoining) {
+      ++healthy;
+    }
+    if (m.rank >= 0 && IsLive(m.state)) {
+      ranks.push_back(absl::StrCat(m.rank, "=", m.name));
+    } else if (m.state == MemberState::kSpare) {
+      spares.push_back(m.name);
+    } else if (!IsLive(m.state) || m.state == MemberState::kDraining) {
+      gone.push_back(absl::StrCat(m.name, " (", MemberStateName(m.state),
+                                  m.reason.empty() ? "" : ": ", m.reason, ")"));
+    }
+  }
+  if (view.epoch == 0) {
+    out.push_back("No epoch is committed yet.");
+  } else {
+    out.push_back(absl::StrCat(
+        "Epoch ", view.epoch, " runs a world of ", view.world, " rank(s) in ",
+        view.instances, " instance(s) of ",
+        view.instances > 0 ? view.world / view.instances : view.world,
+        " rank(s) each."));
+  }
+  int chosen = ChooseWorld(healthy, world, view.target_world);
+  out.push_back(absl::StrCat(
+      "With ", healthy, " healthy member(s) the policy ", "gives ",
+      ExplainWorld(chosen, healthy, world, view.target_world), "."));
+  if (!ranks.empty()) {
+    out.push_back(absl::StrCat(
+        "Ranks: ", ListNames(ranks),
+        "; survivors keep their ranks and a spare takes a failed rank's slot, "
+        "so the fewest bytes move."));
+  }
+  if (spares.empty()) {
+    out.push_back("There are no spares.");
+  } else {
+    out.push_back(absl::StrCat(
+        spares.size(), " spare(s): ", ListNames(spares),
+        "; they are healthy members beyond the world (a multiple of I=",
+        world.instances, ", at most max ", world.max,
+        "), hold no shard and take over a failed rank at once."));
+  }
+  if (!gone.empty()) {
+    out.push_back(absl::StrCat("Not counted: ", ListNames(gone), "."));
+  }
+  if (view.pending_epoch > 0) {
+    out.push_back(
+        absl::StrCat("Epoch ", view.pending_epoch, " is in transition."));
+  }
+  if (const Event* e = Last(recent, {"propose", "commit", "abandon"})) {
+    out.push_back(absl::StrCat("The last transition event (", e->kind,
+                               "): ", e->reason, "."));
+  }
+  return out;
+}
+
+}  // namespace zshard::server

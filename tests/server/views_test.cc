@@ -1,0 +1,106 @@
+// The dashboard's views: the measured ledger of a rank, the world policy
+// and the cluster explained in words.
+#include <string>
+
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "server/membership/world_policy.h"
+#include "server/views/explain.h"
+#include "server/views/measured_ledger.h"
+
+namespace zshard::server {
+namespace {
+
+plan::StageBytes Predicted() {
+  plan::StageBytes b;
+  b.param_bytes = 2000;
+  b.grad_bytes = 2000;
+  b.master_bytes = 1000;
+  b.exp_avg_bytes = 1000;
+  b.exp_avg_sq_bytes = 1000;
+  return b;
+}
+
+TEST(MeasuredLedgerTest, JoinsPredictedAndMeasured) {
+  RankLedgerView none = MakeRankLedger(Predicted(), std::nullopt);
+  EXPECT_EQ(none.predicted_bytes, 7000);
+  EXPECT_EQ(none.measured_bytes, -1);
+  EXPECT_EQ(none.categories.at("master").measured, -1);
+
+  std::map<std::string, int64_t> measured = {
+      {"param", 2000},   {"grad", 2000},      {"master", 1000},
+      {"exp_avg", 1000}, {"exp_avg_sq", 900}, {"comm", 64}};
+  RankLedgerView v = MakeRankLedger(Predicted(), measured);
+  EXPECT_EQ(v.measured_bytes, 6900);
+  EXPECT_EQ(v.comm_bytes, 64);  // outside the ledger's total
+  EXPECT_EQ(v.categories.size(), 5u);
+  EXPECT_EQ(v.categories.at("exp_avg_sq").predicted, 1000);
+  EXPECT_EQ(v.categories.at("exp_avg_sq").measured, 900);
+  measured.erase("grad");
+  EXPECT_EQ(
+      MakeRankLedger(Predicted(), measured).categories.at("grad").measured, 0);
+}
+
+TEST(ExplainWorldTest, NamesThePolicyInputs) {
+  job::WorldSpec world;
+  world.instances = 2;
+  world.min = 2;
+  world.max = 4;
+  EXPECT_EQ(ExplainWorld(ChooseWorld(5, world, 0), 5, world, 0),
+            "world 4 = largest multiple of I=2 within [min 2, min(healthy 5, "
+            "max 4)]");
+  EXPECT_EQ(ExplainWorld(ChooseWorld(3, world, 0), 3, world, 0),
+            "world 2 = largest multiple of I=2 within [min 2, min(healthy 3, "
+            "max 4)]");
+  EXPECT_EQ(ExplainWorld(ChooseWorld(1, world, 0), 1, world, 0),
+            "no world: no multiple of I=2 within [min 2, min(healthy 1, max "
+            "4)]");
+  EXPECT_NE(ExplainWorld(2, 5, world, 2).find("target 2"), std::string::npos);
+}
+
+MemberView Mv(const std::string& name, MemberState state, int rank) {
+  MemberView v;
+  v.member.name = name;
+  v.member.state = state;
+  v.member.rank = rank;
+  if (state == MemberState::kDead) v.member.reason = "lease expired";
+  return v;
+}
+
+TEST(ExplainClusterTest, SaysWhyTheWorldRanksAndSpares) {
+  ClusterView view;
+  view.epoch = 3;
+  view.world = 2;
+  view.instances = 2;
+  view.members = {
+      Mv("w0", MemberState::kActive, 0), Mv("w2", MemberState::kActive, 1),
+      Mv("w3", MemberState::kSpare, -1), Mv("w1", MemberState::kDead, -1)};
+  job::WorldSpec world;
+  world.instances = 2;
+  world.min = 2;
+  world.max = 2;
+  std::vector<Event> events = {
+      {1, 2, "propose", "epoch 3 world 2: member w1's lease expired"}};
+  std::string text = absl::StrJoin(ExplainCluster(view, world, events), " ");
+  EXPECT_NE(text.find("Epoch 3 runs a world of 2 rank(s) in 2 instance(s)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("With 3 healthy member(s) the policy gives world 2 = "
+                      "largest multiple of I=2 within [min 2, min(healthy 3, "
+                      "max 2)]."),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Ranks: 0=w0, 1=w2"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 spare(s): w3"), std::string::npos) << text;
+  EXPECT_NE(text.find("w1 (DEAD: lease expired)"), std::string::npos) << text;
+  EXPECT_NE(text.find("member w1's lease expired"), std::string::npos) << text;
+
+  view.members.pop_back();
+  view.members.erase(view.members.begin() + 2);
+  text = absl::StrJoin(ExplainCluster(view, world, {}), " ");
+  EXPECT_NE(text.find("There are no spares."), std::string::npos) << text;
+  EXPECT_EQ(text.find("last transition"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace zshard::server
