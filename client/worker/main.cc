@@ -2,8 +2,9 @@
 // coordinator and runs the session until the job is done, the worker is
 // drained or fenced, or SIGTERM/SIGINT asks it to leave.
 //
-// Exit status: 0 done, drained or stopped by a signal; 1 fenced or a fatal
-// error (e.g. the metrics port cannot be bound); 2 bad flags.
+// Exit status: 0 done, drained or stopped by a signal; 1 fenced, a failed
+// training workload or a fatal error (e.g. the metrics port cannot be bound); 2
+// bad flags.
 
 #include <signal.h>
 
@@ -42,6 +43,9 @@ int ExitStatus(const absl::StatusOr<zshard::worker::SessionOutcome>& outcome) {
       return 0;
     case SessionOutcome::kFenced:
       ZSHARD_LOG_ERROR("fenced by the coordinator, exiting");
+      return 1;
+    case SessionOutcome::kFailed:
+      ZSHARD_LOG_ERROR("training failed, exiting");
       return 1;
   }
   return 1;

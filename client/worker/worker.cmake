@@ -9,12 +9,14 @@ if(TARGET zshard_proto AND TARGET zshard_grpc_common)
     ${CMAKE_CURRENT_LIST_DIR}/session/health_server.cc
     ${CMAKE_CURRENT_LIST_DIR}/session/transition_handler.cc
     ${CMAKE_CURRENT_LIST_DIR}/session/worker_flags.cc
+    ${CMAKE_CURRENT_LIST_DIR}/train/telemetry_stream.cc
+    ${CMAKE_CURRENT_LIST_DIR}/train/train_workload.cc
     ${CMAKE_CURRENT_LIST_DIR}/workload/idle_workload.cc
     ${CMAKE_CURRENT_LIST_DIR}/workload/workload_config.cc
   )
   target_include_directories(zshard_worker PUBLIC ${PROJECT_SOURCE_DIR})
   target_link_libraries(zshard_worker PUBLIC
-    zshard_common zshard_grpc_common zshard_proto
+    zshard_common zshard_grpc_common zshard_proto zshard_engine zshard_job
     absl::status absl::statusor absl::strings absl::synchronization
     absl::time nlohmann_json::nlohmann_json Threads::Threads
     PkgConfig::ZSHARD_WORKER_HTTPLIB)

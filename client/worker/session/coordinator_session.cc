@@ -9,9 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "client/worker/session/backoff.h"
+#include "client/worker/workload/idle_workload.h"
 #include "client/worker/workload/workload_config.h"
 #include "common/clock.h"
 #include "common/grpc_status.h"
+#include "common/job/job_spec.h"
 #include "common/logging.h"
 #include "common/status.h"
 
@@ -126,12 +128,31 @@ absl::Status CoordinatorSession::Join() {
     if (status.ok()) {
       ZSHARD_ASSIGN_OR_RETURN(WorkloadConfig config,
                               ParseWorkloadConfig(response.job_spec_json()));
+      // On a rejoin, stop the workload before taking mu_: a training step
+      // in progress needs mu_ (credentials, rendezvous store) to finish.
+      if (workload_ != nullptr) workload_->Pause();
       absl::MutexLock lock(&mu_);
-      if (workload_ == nullptr) {
+      if (workload_ == nullptr && config.kind == "idle") {
         IdleWorkload::Options workload_options;
         workload_options.steps = config.steps;
         workload_options.step_delay_ms = config.step_delay_ms;
         workload_ = std::make_unique<IdleWorkload>(workload_options);
+      } else if (workload_ == nullptr) {
+        ZSHARD_ASSIGN_OR_RETURN(job::JobSpec job,
+                                job::ParseJobSpec(response.job_spec_json()));
+        telemetry_ = std::make_unique<TelemetryStream>(channel_, [this] {
+          absl::MutexLock credentials_lock(&mu_);
+          return TelemetryStream::Credentials{worker_id_, token_};
+        });
+        workload_ = std::make_unique<TrainWorkload>(
+            options_.train, std::move(job),
+            [this](int64_t epoch) -> std::unique_ptr<comm::KvStore> {
+              return NewKvStore(epoch);
+            },
+            [stream = telemetry_.get()](int64_t epoch,
+                                        const engine::StepTelemetry& t) {
+              stream->Send(epoch, t);
+            });
       }
       workload_->Pause();
       worker_id_ = response.worker_id();
@@ -203,9 +224,19 @@ absl::StatusOr<SessionOutcome> CoordinatorSession::Run() {
       case SessionOutcome::kDone:
         Leave("steps done");
         break;
+      case SessionOutcome::kFailed: {
+        std::string reason;
+        {
+          absl::MutexLock lock(&mu_);
+          reason = failure_reason_;
+        }
+        Leave("failed: " + reason);
+        break;
+      }
       case SessionOutcome::kFenced:
         break;
     }
+    if (telemetry_ != nullptr) telemetry_->Close();
     return *outcome;
   }
 }
@@ -231,9 +262,7 @@ void CoordinatorSession::HeartbeatLoop() {
       if (response.command() == v1::COMMAND_DRAIN) {
         return End(SessionOutcome::kDrained, "drained by the coordinator");
       }
-      if (response.command() == v1::COMMAND_ABORT) {
-        ZSHARD_LOG_INFO("abort requested (no collectives to abort)");
-      }
+      if (response.command() == v1::COMMAND_ABORT) workload_->Abort();
       if (response.state() == v1::MEMBER_STATE_DEAD ||
           response.state() == v1::MEMBER_STATE_LEFT) {
         return End(SessionOutcome::kFenced, "member declared dead");
@@ -247,6 +276,14 @@ void CoordinatorSession::HeartbeatLoop() {
       reachable = false;
       ZSHARD_LOG_WARN("heartbeat failed, stepping on",
                       {{"error", status.error_message()}});
+    }
+    if (absl::Status failure = workload_->failure(); !failure.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        failure_reason_ = std::string(failure.message());
+      }
+      return End(SessionOutcome::kFailed,
+                 "workload failed: " + std::string(failure.message()));
     }
     // The job is done when the steps are: wait a lease for COMMAND_EXIT,
     // then leave on our own.

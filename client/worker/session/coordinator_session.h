@@ -16,7 +16,9 @@
 #include "absl/synchronization/mutex.h"
 #include "client/worker/session/coordinator_kv_store.h"
 #include "client/worker/session/transition_handler.h"
-#include "client/worker/workload/idle_workload.h"
+#include "client/worker/train/telemetry_stream.h"
+#include "client/worker/train/train_workload.h"
+#include "client/worker/workload/stepping_workload.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "zshard/v1/worker_service.grpc.pb.h"
@@ -33,6 +35,9 @@ enum class SessionOutcome {
   kDrained,
   // The token was refused (a newer incarnation, or declared dead): exit 1.
   kFenced,
+  // The workload failed for good (e.g. a plan hash mismatch, a failed
+  // step): left with the reason, exit 1.
+  kFailed,
 };
 
 // One worker's session. Run() blocks on the caller's thread and starts two
@@ -54,6 +59,10 @@ class CoordinatorSession {
     // 100 ms and 2000 ms.
     int64_t min_backoff_ms = 100;
     int64_t max_backoff_ms = 2000;
+    // The training workload's options (synthetic and regression jobs):
+    // master dump directory, engine options. Defaults of
+    // TrainWorkload::Options.
+    TrainWorkload::Options train;
   };
 
   // `channel` must be non-null.
@@ -122,7 +131,11 @@ class CoordinatorSession {
   int64_t lease_timeout_ms_ ABSL_GUARDED_BY(mu_) = 5000;
 
   // Created at the first join (it needs the job spec); kept across rejoins.
-  std::unique_ptr<IdleWorkload> workload_;
+  // The telemetry stream (training jobs only) outlives the workload.
+  std::unique_ptr<TelemetryStream> telemetry_;
+  std::unique_ptr<SteppingWorkload> workload_;
+  // Why the workload failed (kFailed), for the Leave reason.
+  std::string failure_reason_ ABSL_GUARDED_BY(mu_);
   // One per incarnation (it knows the worker id).
   std::unique_ptr<TransitionHandler> handler_;
 };

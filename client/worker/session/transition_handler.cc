@@ -21,7 +21,7 @@ const v1::Assignment* FindAssignment(const v1::PlanUpdate& update,
 }  // namespace
 
 TransitionHandler::TransitionHandler(std::string worker_id,
-                                     IdleWorkload* workload)
+                                     SteppingWorkload* workload)
     : worker_id_(std::move(worker_id)), workload_(workload) {}
 
 int64_t TransitionHandler::epoch() const {
@@ -68,6 +68,9 @@ std::optional<TransitionAck> TransitionHandler::Apply(
         committed_epoch_ = epoch;
         rank_ = rank;
         pending_epoch_ = 0;
+        workload_->OnEpochCommitted(
+            EpochInfo{epoch, rank, update.world(), update.instances(),
+                      update.plan_hash(), update.resume_step()});
         if (rank >= 0) {
           workload_->Activate(update.resume_step());
         } else {

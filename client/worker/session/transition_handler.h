@@ -11,7 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "client/worker/workload/idle_workload.h"
+#include "client/worker/workload/stepping_workload.h"
 #include "zshard/v1/types.pb.h"
 #include "zshard/v1/worker_service.pb.h"
 
@@ -31,7 +31,7 @@ struct TransitionAck {
 class TransitionHandler {
  public:
   // `workload` must outlive the handler.
-  TransitionHandler(std::string worker_id, IdleWorkload* workload);
+  TransitionHandler(std::string worker_id, SteppingWorkload* workload);
 
   // Applies `update`; returns the ack to send, or nullopt when none is due
   // (a stale epoch, an abandoned proposal, an epoch without this worker).
@@ -44,7 +44,7 @@ class TransitionHandler {
 
  private:
   const std::string worker_id_;
-  IdleWorkload* const workload_;
+  SteppingWorkload* const workload_;
   mutable absl::Mutex mu_;
   int64_t committed_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   int rank_ ABSL_GUARDED_BY(mu_) = -1;

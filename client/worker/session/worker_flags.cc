@@ -15,7 +15,7 @@ const char* WorkerUsage() {
   return "usage: zshard-worker --coordinator HOST:PORT --name NAME "
          "[--device cpu|cuda] [--labels node=a,zone=b] [--address HOST:PORT] "
          "[--tls-ca F] [--tls-cert F --tls-key F] [--log-format text|json] "
-         "[--metrics-listen HOST:PORT]";
+         "[--metrics-listen HOST:PORT] [--dump-master DIR]";
 }
 
 absl::StatusOr<std::map<std::string, std::string>> ParseLabels(
@@ -37,6 +37,8 @@ absl::StatusOr<std::map<std::string, std::string>> ParseLabels(
 absl::StatusOr<WorkerFlags> ParseWorkerFlags(
     const std::vector<std::string>& args, const EnvLookup& env) {
   WorkerFlags flags;
+  // Several workers often share a host: one Adam thread each.
+  flags.session.train.engine.adam_threads = 1;
   std::optional<std::string> name = env("POD_NAME");
   std::optional<std::string> coordinator = env("ZSHARD_COORDINATOR");
   for (size_t i = 0; i < args.size(); ++i) {
@@ -55,9 +57,9 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(
       flag = flag.substr(0, eq);
     }
     static const char* const kKnown[] = {
-        "--coordinator", "--name",          "--device",   "--labels",
-        "--address",     "--tls-ca",        "--tls-cert", "--tls-key",
-        "--log-format",  "--metrics-listen"};
+        "--coordinator", "--name",           "--device",     "--labels",
+        "--address",     "--tls-ca",         "--tls-cert",   "--tls-key",
+        "--log-format",  "--metrics-listen", "--dump-master"};
     if (std::find(std::begin(kKnown), std::end(kKnown), flag) ==
         std::end(kKnown)) {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag ", flag));
@@ -91,6 +93,8 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(
             "--metrics-listen must be HOST:PORT, not '", *value, "'"));
       }
       flags.metrics_listen = *value;
+    } else if (flag == "--dump-master") {
+      flags.session.train.dump_master_dir = *value;
     } else if (flag == "--tls-ca") {
       flags.channel.tls_ca_file = *value;
     } else if (flag == "--tls-cert") {

@@ -9,12 +9,13 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "client/worker/workload/stepping_workload.h"
 
 namespace zshard::worker {
 
 // Steps on its own thread. Thread-safe: the session thread calls Activate /
 // Pause while the stepping thread runs.
-class IdleWorkload {
+class IdleWorkload : public SteppingWorkload {
  public:
   struct Options {
     // Time between steps. Default 100 ms; 0 steps as fast as possible.
@@ -26,25 +27,25 @@ class IdleWorkload {
 
   explicit IdleWorkload(const Options& options);
   // Stops the stepping thread.
-  ~IdleWorkload();
+  ~IdleWorkload() override;
   IdleWorkload(const IdleWorkload&) = delete;
   IdleWorkload& operator=(const IdleWorkload&) = delete;
 
   // Starts stepping from `step` (the last completed step; the next step is
   // step + 1). Called when an epoch becomes ACTIVE.
-  void Activate(int64_t step);
+  void Activate(int64_t step) override;
 
   // Stops at the next step boundary and returns the last completed step.
   // Blocks at most one step's bookkeeping (never a whole step delay: the
   // delay between steps is interruptible). Idempotent.
-  int64_t Pause();
+  int64_t Pause() override;
 
   // Last completed step.
-  int64_t step() const;
+  int64_t step() const override;
   // True while stepping is allowed.
-  bool active() const;
+  bool active() const override;
   // True once `steps` steps are done (never when steps == 0).
-  bool done() const;
+  bool done() const override;
 
   // Blocks until done() or `timeout_ms` passes; returns done().
   bool WaitDone(int64_t timeout_ms) const;

@@ -45,7 +45,8 @@ absl::StatusOr<WorkloadConfig> ParseWorkloadConfig(
     }
     config.kind = kind->get<std::string>();
   }
-  if (config.kind != "idle") {
+  if (config.kind != "idle" && config.kind != "synthetic" &&
+      config.kind != "regression") {
     return absl::InvalidArgumentError(
         absl::StrCat("workload '", config.kind, "' is not supported"));
   }

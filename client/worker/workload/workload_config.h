@@ -11,7 +11,7 @@
 namespace zshard::worker {
 
 struct WorkloadConfig {
-  // "idle" (default) is the only kind this worker runs so far.
+  // "idle" (default), "synthetic" or "regression" (the training path).
   std::string kind = "idle";
   // Steps until the job is done; 0 (default) runs until stopped.
   int64_t steps = 0;

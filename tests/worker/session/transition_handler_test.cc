@@ -3,6 +3,7 @@
 
 #include "client/worker/session/transition_handler.h"
 
+#include "client/worker/workload/idle_workload.h"
 #include "gtest/gtest.h"
 
 namespace zshard::worker {

@@ -33,6 +33,21 @@ TEST(WorkerFlagsTest, ParsesAllFlags) {
   EXPECT_EQ(flags->log_format, LogFormat::kJson);
 }
 
+TEST(WorkerFlagsTest, DumpMasterDirectory) {
+  auto flags = ParseWorkerFlags(
+      {"--coordinator", "c:1", "--name", "w", "--dump-master", "/tmp/m"},
+      Env({}));
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->session.train.dump_master_dir, "/tmp/m");
+  flags = ParseWorkerFlags({"--coordinator", "c:1", "--name", "w"}, Env({}));
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->session.train.dump_master_dir, "");
+  EXPECT_FALSE(
+      ParseWorkerFlags({"--coordinator", "c:1", "--name", "w", "--dump-master"},
+                       Env({}))
+          .ok());
+}
+
 TEST(WorkerFlagsTest, DefaultsFromEnvironment) {
   auto flags = ParseWorkerFlags(
       {}, Env({{"POD_NAME", "pod-3"}, {"ZSHARD_COORDINATOR", "coord:1"}}));

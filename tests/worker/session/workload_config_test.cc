@@ -20,6 +20,15 @@ TEST(WorkloadConfigTest, ReadsFieldsAndDefaults) {
   EXPECT_EQ(config->step_delay_ms, 100);
 }
 
+TEST(WorkloadConfigTest, AcceptsTrainingKinds) {
+  for (const char* kind : {"synthetic", "regression"}) {
+    auto config = ParseWorkloadConfig(std::string(R"({"workload":{"kind":")") +
+                                      kind + R"("}})");
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->kind, kind);
+  }
+}
+
 TEST(WorkloadConfigTest, RejectsBadInput) {
   for (const char* json :
        {"not json", "[1]", R"({"workload":3})",

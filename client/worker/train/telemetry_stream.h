@@ -1,0 +1,61 @@
+// TelemetryStream: the worker's side of WorkerService.StreamTelemetry, one
+// TelemetryReport per training step. Streaming is best effort: a failure is
+// logged (once per outage) and the stream is reopened at the next report;
+// it never stops training.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "client/worker/engine/step_telemetry.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "zshard/v1/worker_service.grpc.pb.h"
+
+namespace zshard::worker {
+
+// The report for `t` in `epoch` (credentials left empty): phase times in
+// ms, bytes, memory per category ("param", "grad", "master", "exp_avg",
+// "exp_avg_sq", "comm"), loss, grad norm, skipped.
+v1::TelemetryReport MakeTelemetryReport(int64_t epoch,
+                                        const engine::StepTelemetry& t);
+
+// Thread-safe; Send blocks at most for one stream write.
+class TelemetryStream {
+ public:
+  struct Credentials {
+    std::string worker_id;
+    std::string token;
+  };
+
+  // `credentials` is called at each Send (the token changes on rejoin).
+  TelemetryStream(std::shared_ptr<grpc::Channel> channel,
+                  std::function<Credentials()> credentials);
+  // Closes the stream.
+  ~TelemetryStream();
+  TelemetryStream(const TelemetryStream&) = delete;
+  TelemetryStream& operator=(const TelemetryStream&) = delete;
+
+  // Sends one report; opens the stream first when none is open.
+  void Send(int64_t epoch, const engine::StepTelemetry& t);
+  // Half-closes the stream and waits for the coordinator's answer.
+  void Close();
+
+ private:
+  void CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  const std::function<Credentials()> credentials_;
+  absl::Mutex mu_;
+  std::unique_ptr<grpc::ClientContext> context_ ABSL_GUARDED_BY(mu_);
+  v1::StreamTelemetryResponse response_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<grpc::ClientWriter<v1::TelemetryReport>> writer_
+      ABSL_GUARDED_BY(mu_);
+  bool warned_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace zshard::worker
