@@ -1,16 +1,54 @@
 // EngineBuffers: allocation, initial values and byte accounting.
 #include "client/worker/engine/engine_buffers.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/worker/engine/elements.h"
 #include "common/status.h"
 
 namespace zshard::engine {
+namespace {
+
+// Bytes the buffers of `rank_plan` take: the full param and grad buffers,
+// and fp32 master (bf16/fp16 params only), m and v for the owned windows.
+int64_t RequiredBytes(const plan::Plan& plan, const plan::RankPlan& rank_plan) {
+  int64_t bytes = 0;
+  for (const plan::Buffer& b : plan.buffers) {
+    bytes += b.numel * (plan::DTypeBytes(b.key.param_dtype) +
+                        plan::DTypeBytes(b.key.grad_dtype));
+  }
+  for (const plan::Shard& shard : rank_plan.shards) {
+    const bool own_master =
+        plan.buffers[shard.buffer].key.param_dtype != plan::DType::kFp32;
+    bytes += (shard.end - shard.start) * (own_master ? 12 : 8);
+  }
+  return bytes;
+}
+
+// Fails before allocating when the buffers cannot fit in this machine's
+// physical memory: the kernel overcommits, so a too-large allocation would
+// otherwise end in the OOM killer rather than in a status.
+absl::Status CheckFitsInMemory(int64_t required, int rank) {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return absl::OkStatus();
+  const int64_t physical = int64_t{pages} * page_size;
+  if (required <= physical) return absl::OkStatus();
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "step engine: the buffers of rank %d need %.2f GiB but this machine "
+      "has %.2f GiB of memory",
+      rank, required / kGiB, physical / kGiB));
+}
+
+}  // namespace
 
 EngineBuffers::EngineBuffers(const plan::ModelSpec& model,
                              const plan::Plan& plan, int rank)
@@ -29,6 +67,8 @@ absl::StatusOr<std::unique_ptr<EngineBuffers>> EngineBuffers::Create(
     }
   }
   std::unique_ptr<EngineBuffers> buffers(new EngineBuffers(model, plan, rank));
+  ZSHARD_RETURN_IF_ERROR(
+      CheckFitsInMemory(RequiredBytes(plan, buffers->rank_plan()), rank));
   ZSHARD_RETURN_IF_ERROR(buffers->Allocate(workload));
   return buffers;
 }

@@ -106,5 +106,25 @@ TEST(EngineBuffersTest, RejectsExpertBuffersAndBadRank) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(EngineBuffersTest, BuffersLargerThanMemoryAreResourceExhausted) {
+  // 10^12 bf16 params need 4 TB of param and grad buffers alone, more
+  // than any machine these tests run on.
+  plan::ModelSpec model;
+  model.name = "huge";
+  plan::ParamSpec p;
+  p.name = "w";
+  p.shape = {1'000'000'000'000};
+  model.params.push_back(p);
+  plan::PlanOptions po;
+  po.world = 2;
+  absl::StatusOr<plan::Plan> plan = plan::MakePlan(model, po);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  SyntheticWorkload workload(model, {});
+  absl::Status status =
+      EngineBuffers::Create(model, *plan, 0, workload).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_NE(status.message().find("GiB"), absl::string_view::npos) << status;
+}
+
 }  // namespace
 }  // namespace zshard::engine
