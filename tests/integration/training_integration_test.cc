@@ -182,17 +182,18 @@ TEST_P(SyntheticTrainingTest, DumpedMastersMatchUnshardedReference) {
   EXPECT_GT(max_moved, 1e-3);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, SyntheticTrainingTest,
-                         ::testing::Values(Case{1, "bf16", 0.0, 0.0},
-                                           Case{2, "bf16", 0.1, 0.05},
-                                           Case{1, "fp32", 0.1, 0.0},
-                                           Case{2, "fp32", 0.0, 0.05}),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           const Case& c = info.param;
-                           return absl::StrCat("I", c.instances, "_", c.dtype,
-                                               c.weight_decay > 0 ? "_wd" : "",
-                                               c.clip > 0 ? "_clip" : "");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Cases, SyntheticTrainingTest,
+    ::testing::Values(Case{1, "bf16", 0.0, 0.0}, Case{1, "bf16", 0.1, 0.05},
+                      Case{2, "bf16", 0.0, 0.0}, Case{2, "bf16", 0.1, 0.05},
+                      Case{1, "fp32", 0.0, 0.0}, Case{1, "fp32", 0.1, 0.0},
+                      Case{2, "fp32", 0.0, 0.05}, Case{2, "fp32", 0.1, 0.05}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      const Case& c = info.param;
+      return absl::StrCat("I", c.instances, "_", c.dtype,
+                          c.weight_decay > 0 ? "_wd" : "",
+                          c.clip > 0 ? "_clip" : "");
+    });
 
 // The "loss" fields of a worker's "step" lines, in order.
 std::vector<double> LoggedLosses(const std::string& log) {
