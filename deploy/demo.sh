@@ -55,7 +55,7 @@ for i in 0 1 2 3; do
   pids+=($!)
 done
 
-section "training 300 steps (loss from rank 0's log, every 10 steps)"
+section "training 300 steps (loss from rank 0's log, every 30 steps)"
 status=0
 for i in 0 1 2 3; do
   wait "${workers[$i]}" || { echo "worker w$i exited with status $?"; status=1; }
