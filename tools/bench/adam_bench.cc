@@ -22,6 +22,7 @@
 #include "client/worker/optim/float_bits.h"
 #include "nlohmann/json.hpp"
 #include "tools/bench/bandwidth.h"
+#include "tools/bench/baseline.h"
 #include "tools/bench/bench_commands.h"
 #if defined(ZSHARD_HAVE_CUDA_ADAM)
 #include "client/worker/optim/adam_cuda.h"
@@ -168,30 +169,15 @@ absl::StatusOr<double> TimeSteps(int steps, StepFn step) {
 
 // Runs torch_adam.py and returns its params_per_s.
 absl::StatusOr<double> RunTorchBaseline(const Flags& f) {
-  const std::string cmd = absl::StrCat(
+  absl::StatusOr<nlohmann::json> j = RunJsonCommand(absl::StrCat(
       "/usr/bin/python3 '", f.baselines_dir, "/torch_adam.py' --params ",
-      f.params, " --threads ", f.threads, " --steps ", f.steps);
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot run '", cmd, "'"));
-  }
-  std::string out;
-  char buf[4096];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, got);
-  const int status = pclose(pipe);
-  if (status != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("torch baseline '", cmd, "' failed (exit status ",
-                     WIFEXITED(status) ? WEXITSTATUS(status) : -1, ")"));
-  }
-  const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
-  if (j.is_discarded() || !j.contains("params_per_s") ||
-      !j["params_per_s"].is_number()) {
+      f.params, " --threads ", f.threads, " --steps ", f.steps));
+  if (!j.ok()) return j.status();
+  if (!j->contains("params_per_s") || !(*j)["params_per_s"].is_number()) {
     return absl::InternalError(
-        absl::StrCat("torch baseline printed no params_per_s: ", out));
+        absl::StrCat("torch baseline printed no params_per_s: ", j->dump()));
   }
-  return j["params_per_s"].get<double>();
+  return (*j)["params_per_s"].get<double>();
 }
 
 void Print(const Flags& f, const nlohmann::ordered_json& r) {

@@ -31,6 +31,7 @@
 #include "client/worker/comm/memory_kv_store.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
+#include "tools/bench/baseline.h"
 #include "tools/bench/bench_commands.h"
 
 namespace zshard::bench {
@@ -395,23 +396,15 @@ std::string BaselineScript(const Flags& f) {
 
 // Runs the torch baseline; returns its JSON or a discarded value.
 nlohmann::json RunBaseline(const Flags& f) {
-  const std::string cmd = absl::StrCat(
+  absl::StatusOr<nlohmann::json> j = RunJsonCommand(absl::StrCat(
       "/usr/bin/python3 ", BaselineScript(f), " --ranks ", f.ranks, " --mib ",
-      std::max<size_t>(1, f.bytes >> 20), " 2>/dev/null");
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return nlohmann::json::value_t::discarded;
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-  const int rc = pclose(pipe);
-  const size_t brace = out.rfind('{');
-  if (rc != 0 || brace == std::string::npos) {
-    std::fprintf(stderr, "zshard-bench collectives: baseline failed: %s\n",
-                 cmd.c_str());
+      std::max<size_t>(1, f.bytes >> 20), " 2>/dev/null"));
+  if (!j.ok()) {
+    std::fprintf(stderr, "zshard-bench collectives: %s\n",
+                 std::string(j.status().message()).c_str());
     return nlohmann::json::value_t::discarded;
   }
-  return nlohmann::json::parse(out.substr(brace), nullptr, false);
+  return *std::move(j);
 }
 
 }  // namespace

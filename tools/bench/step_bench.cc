@@ -20,6 +20,7 @@
 #include "client/worker/comm/memory_kv_store.h"
 #include "client/worker/engine/step_engine.h"
 #include "nlohmann/json.hpp"
+#include "tools/bench/baseline.h"
 #include "tools/bench/bench_commands.h"
 
 namespace zshard::bench {
@@ -248,23 +249,15 @@ std::string BaselineScript() {
 }
 
 nlohmann::json RunBaseline(const Flags& f) {
-  const std::string cmd = absl::StrCat(
+  absl::StatusOr<nlohmann::json> j = RunJsonCommand(absl::StrCat(
       "/usr/bin/python3 ", BaselineScript(), " --ranks ", f.ranks, " --params ",
-      f.params, " --steps ", f.steps, " 2>/dev/null");
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return nlohmann::json::value_t::discarded;
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-  const int rc = pclose(pipe);
-  const size_t brace = out.rfind('{');
-  if (rc != 0 || brace == std::string::npos) {
-    std::fprintf(stderr, "zshard-bench step: baseline failed: %s\n",
-                 cmd.c_str());
+      f.params, " --steps ", f.steps, " 2>/dev/null"));
+  if (!j.ok()) {
+    std::fprintf(stderr, "zshard-bench step: %s\n",
+                 std::string(j.status().message()).c_str());
     return nlohmann::json::value_t::discarded;
   }
-  return nlohmann::json::parse(out.substr(brace), nullptr, false);
+  return *std::move(j);
 }
 
 }  // namespace
