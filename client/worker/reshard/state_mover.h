@@ -1,0 +1,99 @@
+// StateMover: executes one epoch's moves of optimizer state (DESIGN.md
+// section 6) on this worker: copies the ranges it keeps from its old
+// buffers into its new ones, sends the ranges it gives away and receives
+// the ranges it gets over one Communicator (Gloo on CPU) spanning the
+// members that take part, in bounded chunks each verified by a checksum,
+// and reads the ranges whose source is a checkpoint file. State is
+// addressed in param space (v1::Move), so old and new buffers may have any
+// world, instance count or bucket size.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "client/worker/comm/communicator.h"
+#include "client/worker/comm/kv_store.h"
+#include "client/worker/engine/engine_buffers.h"
+#include "zshard/v1/types.pb.h"
+
+namespace zshard::reshard {
+
+struct MoveInput {
+  // This worker's id (compared with Move.from_worker_id / to_worker_id).
+  std::string self;
+  // This worker's state in the base epoch, or null when it holds none or
+  // must not use it (a restore: every range comes from the checkpoint).
+  // Read only. Not owned.
+  const engine::EngineBuffers* old_state = nullptr;
+  // This worker's buffers in the new epoch (made by EngineBuffers::Create
+  // for its new rank), or null when it holds no rank in the new epoch (a
+  // member that only sends). Its owned windows are filled: master, exp_avg
+  // and exp_avg_sq (for fp32 params the master is the param buffer's
+  // window). Params outside owned windows are left to the caller's
+  // all-gather. Not owned.
+  engine::EngineBuffers* new_state = nullptr;
+  // The epoch's moves, in the update's order (every member passes the same
+  // list).
+  std::vector<v1::Move> moves;
+  // Directory that Move.checkpoint_file is relative to (the update's
+  // restore.dir); empty when no move reads a checkpoint.
+  std::string checkpoint_dir;
+  // Rendezvous store scoped to the new epoch; required when this worker
+  // sends or receives a member move. Not owned.
+  comm::KvStore* store = nullptr;
+  // Communicator group name inside `store`. Default "moves".
+  std::string group = "moves";
+  // Bound on the rendezvous and on every send/recv. Default 30 s.
+  int64_t timeout_ms = 30000;
+  // Local address to listen on. Default loopback.
+  std::string hostname = "127.0.0.1";
+  // Payload bytes per message (each followed by its checksum). Default 4 MiB.
+  size_t chunk_bytes = size_t{4} << 20;
+};
+
+struct MoveStats {
+  int64_t bytes_sent = 0;       // state bytes (12 per element), no checksums
+  int64_t bytes_received = 0;
+  int64_t bytes_kept = 0;       // copied from old_state to new_state
+  int64_t bytes_from_checkpoint = 0;
+  double seconds = 0;
+};
+
+// One use: construct, Run once; Abort from any thread.
+class StateMover {
+ public:
+  explicit StateMover(MoveInput input);
+  ~StateMover();
+  StateMover(const StateMover&) = delete;
+  StateMover& operator=(const StateMover&) = delete;
+
+  // Runs every move this worker takes part in, in list order (each member
+  // walks the same list, so sends and receives pair up without deadlock).
+  // When old_state and new_state are both set, every element of new_state's
+  // owned windows that old_state also owns is copied locally first; then
+  // every owned element of new_state must have been kept, received or read
+  // (Internal otherwise, naming the first missing range). Errors: DataLoss
+  // for a checksum mismatch or a bad checkpoint file (naming the range),
+  // the communicator's status (Aborted, DeadlineExceeded, Unavailable) for
+  // a peer that fails, InvalidArgument for a move that names a param or
+  // range this worker's buffers do not hold.
+  absl::StatusOr<MoveStats> Run();
+
+  // Makes a Run in progress (and any later one) fail promptly with
+  // Aborted. Thread-safe, idempotent.
+  void Abort();
+
+ private:
+  MoveInput input_;
+  std::atomic<bool> aborted_{false};
+  absl::Mutex mu_;
+  comm::Communicator* comm_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
+}  // namespace zshard::reshard
