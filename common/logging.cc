@@ -1,11 +1,14 @@
+// The process-wide logger behind common/logging.h: one mutex guards the
+// configuration and the write, so lines never interleave.
 #include "common/logging.h"
 
-#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
-#include <mutex>
+#include <functional>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
@@ -17,7 +20,8 @@ struct LoggerState {
   absl::Mutex mu;
   LogLevel level ABSL_GUARDED_BY(mu) = LogLevel::kInfo;
   LogFormat format ABSL_GUARDED_BY(mu) = LogFormat::kText;
-  std::map<std::string, std::string> context ABSL_GUARDED_BY(mu);
+  std::FILE* out ABSL_GUARDED_BY(mu) = stderr;
+  std::map<std::string, std::string, std::less<>> context ABSL_GUARDED_BY(mu);
 };
 
 LoggerState& State() {
@@ -55,6 +59,18 @@ std::string Rfc3339Now() {
   return out;
 }
 
+// A JSON value for field `key`: an integer for the numeric context keys
+// when `value` is one, else the string.
+nlohmann::ordered_json FieldValue(const std::string& key,
+                                  const std::string& value) {
+  int64_t n = 0;
+  if ((key == "epoch" || key == "rank" || key == "step") &&
+      absl::SimpleAtoi(value, &n)) {
+    return n;
+  }
+  return value;
+}
+
 }  // namespace
 
 void SetLogLevel(LogLevel level) {
@@ -67,9 +83,26 @@ void SetLogFormat(LogFormat format) {
   State().format = format;
 }
 
+void SetLogOutput(std::FILE* out) {
+  absl::MutexLock lock(&State().mu);
+  State().out = out;
+}
+
 void SetLogContext(const std::map<std::string, std::string>& fields) {
   absl::MutexLock lock(&State().mu);
-  State().context = fields;
+  State().context.clear();
+  State().context.insert(fields.begin(), fields.end());
+}
+
+void SetLogContext(absl::string_view key, absl::string_view value) {
+  absl::MutexLock lock(&State().mu);
+  State().context[std::string(key)] = std::string(value);
+}
+
+void ClearLogContext(absl::string_view key) {
+  absl::MutexLock lock(&State().mu);
+  auto it = State().context.find(key);
+  if (it != State().context.end()) State().context.erase(it);
 }
 
 void Log(LogLevel level, absl::string_view message,
@@ -79,21 +112,27 @@ void Log(LogLevel level, absl::string_view message,
   if (level < s.level) return;
   std::string line;
   if (s.format == LogFormat::kJson) {
-    nlohmann::json j;
+    // Ordered: time, level and msg first, as people read them.
+    nlohmann::ordered_json j;
     j["time"] = Rfc3339Now();
     j["level"] = LevelName(level);
     j["msg"] = std::string(message);
-    for (const auto& [k, v] : s.context) j[k] = v;
-    for (const auto& [k, v] : fields) j[k] = v;
+    auto add = [&j](const std::string& k, const std::string& v) {
+      if (k != "time" && k != "level" && k != "msg") j[k] = FieldValue(k, v);
+    };
+    for (const auto& [k, v] : s.context) add(k, v);
+    for (const auto& [k, v] : fields) add(k, v);
     line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   } else {
     line = absl::StrCat(Rfc3339Now(), " ", LevelName(level), " ", message);
-    for (const auto& [k, v] : s.context) absl::StrAppend(&line, " ", k, "=", v);
+    for (const auto& [k, v] : s.context) {
+      if (fields.count(k) == 0) absl::StrAppend(&line, " ", k, "=", v);
+    }
     for (const auto& [k, v] : fields) absl::StrAppend(&line, " ", k, "=", v);
   }
   line.push_back('\n');
-  std::fwrite(line.data(), 1, line.size(), stderr);
-  std::fflush(stderr);
+  std::fwrite(line.data(), 1, line.size(), s.out);
+  std::fflush(s.out);
 }
 
 }  // namespace zshard

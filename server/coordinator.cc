@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/status.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -13,9 +14,11 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "server/metrics/metrics_server.h"
+#include "server/metrics/reshard_metrics.h"
 #include "server/metrics/rpc_metrics.h"
 #include "server/metrics/telemetry_metrics.h"
 #include "server/service/admin_service.h"
+#include "server/service/checkpoint_convert.h"
 #include "server/service/dashboard_service.h"
 #include "server/service/rendezvous_service.h"
 #include "server/service/worker_service.h"
@@ -67,6 +70,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   std::unique_ptr<Coordinator> c(new Coordinator());
   c->options_ = std::move(options);
   if (c->options_.clock == nullptr) c->options_.clock = RealClock::Get();
+  if (!c->options_.membership.write_manifest) {
+    c->options_.membership.write_manifest = WriteManifestFile;
+  }
   if (!c->options_.state_dir.empty()) {
     ZSHARD_ASSIGN_OR_RETURN(c->store_,
                             SqliteStateStore::Open(c->options_.state_dir));
@@ -166,6 +172,7 @@ std::string Coordinator::RenderMetrics() {
       "# HELP zshard_rendezvous_bytes Bytes held by the rendezvous store.\n",
       "# TYPE zshard_rendezvous_bytes gauge\n", "zshard_rendezvous_bytes ",
       kv_->TotalBytes(), "\n");
+  absl::StrAppend(&out, RenderReshardMetrics(s, WallTimeMs()));
   absl::StrAppend(&out, rpc_metrics_->Render());
   absl::StrAppend(&out,
                   RenderTelemetryMetrics(membership_->View(), telemetry_.get()),

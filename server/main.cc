@@ -14,13 +14,15 @@
 #include "common/job/job_spec.h"
 #include "common/logging.h"
 #include "server/coordinator.h"
+#include "server/service/checkpoint_convert.h"
 
 namespace {
 
 constexpr char kUsage[] =
     "usage: zshard-coordinator --job JOB.json --listen HOST:PORT "
     "--state-dir DIR [--metrics-listen HOST:PORT] [--tls-cert F --tls-key F "
-    "[--tls-client-ca F]] [--admin-token-file F] [--log-format text|json]";
+    "[--tls-client-ca F]] [--admin-token-file F] [--log-format text|json] "
+    "[--restore CHECKPOINT_DIR]";
 
 int Fail(int code, const std::string& line) {
   std::fprintf(stderr, "zshard-coordinator: %s\n", line.c_str());
@@ -31,9 +33,9 @@ int Fail(int code, const std::string& line) {
 std::string ParseFlags(int argc, char** argv,
                        std::map<std::string, std::string>* flags) {
   static const char* const kKnown[] = {
-      "job",       "listen",  "state-dir",     "metrics-listen",
-      "tls-cert",  "tls-key", "tls-client-ca", "admin-token-file",
-      "log-format"};
+      "job",        "listen",  "state-dir",     "metrics-listen",
+      "tls-cert",   "tls-key", "tls-client-ca", "admin-token-file",
+      "log-format", "restore"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") return kUsage;
@@ -127,6 +129,17 @@ int main(int argc, char** argv) {
   options.admin_token = std::string(absl::StripAsciiWhitespace(admin_token));
   if (flags.count("admin-token-file") && options.admin_token.empty()) {
     return Fail(2, "flag --admin-token-file: the file is empty");
+  }
+  if (flags.count("restore")) {
+    // The job starts from this checkpoint (a fresh state dir only: the
+    // membership refuses a state dir that holds a job).
+    auto restore =
+        zshard::server::LoadRestoreCheckpoint(flags["restore"], *spec);
+    if (!restore.ok()) {
+      return Fail(2,
+                  absl::StrCat("flag --restore: ", restore.status().message()));
+    }
+    options.membership.restore = *std::move(restore);
   }
   zshard::SetLogContext({{"job", spec->name}});
 

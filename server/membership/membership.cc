@@ -92,8 +92,18 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
       new Membership(std::move(spec), clock, store, options));
   absl::MutexLock lock(&m->mu_);
   m->hash_cache_[m->spec_.world.max] = max_plan->hash;
+  m->plans_[m->spec_.world.max] =
+      std::make_shared<const plan::Plan>(*std::move(max_plan));
+  StoredState state;
   if (store != nullptr) {
-    ZSHARD_ASSIGN_OR_RETURN(StoredState state, store->Load());
+    ZSHARD_ASSIGN_OR_RETURN(state, store->Load());
+  }
+  if (m->options_.restore.has_value() && !state.job_name.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--restore needs a fresh state dir; it holds job '",
+                     state.job_name, "'"));
+  }
+  if (store != nullptr) {
     if (!state.job_name.empty() && state.job_name != m->spec_.name) {
       return absl::FailedPreconditionError(
           absl::StrCat("state dir holds job '", state.job_name, "', not '",
@@ -105,6 +115,22 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
                             store->RecentEvents(options.event_log_size));
     for (Event& e : recent) m->events_.Append(std::move(e));
     ZSHARD_RETURN_IF_ERROR(m->RestoreLocked(state));
+  }
+  if (m->options_.restore.has_value()) {
+    CheckpointRecord c = *m->options_.restore;
+    c.job = m->spec_.name;
+    m->checkpoints_.Commit(c);
+    m->stats_.checkpoints = 1;
+    m->stats_.last_checkpoint_step = c.step;
+    m->stats_.last_checkpoint_ms = c.committed_ms;
+    m->restore_next_ = true;
+    if (store != nullptr) m->pending_write_.checkpoints.push_back(c);
+    m->SaveMetaLocked();
+    m->EventLocked(
+        "restore",
+        absl::StrCat("job starts from the checkpoint of step ", c.step, " in ",
+                     c.dir, " (", c.files.size(), " files, world ", c.world,
+                     ", instances ", c.instances, ")"));
   }
   m->ReconcileLocked();
   m->FlushLocked();
@@ -120,6 +146,38 @@ absl::Status Membership::RestoreLocked(const StoredState& state) {
   next_join_seq_ = meta("next_join_seq", 1);
   target_world_ = static_cast<int>(meta("target_world", 0));
   finished_ = meta("finished", 0) != 0;
+  failed_ = meta("failed", 0) != 0;
+  restore_next_ = meta("restore_next", 0) != 0;
+  if (failed_) {
+    failure_reason_ = "the job failed before the coordinator restarted";
+    for (const Event& e :
+         events_.After(0, std::max(1, options_.event_log_size)).events) {
+      if (e.kind == "lost" || e.kind == "failed") failure_reason_ = e.reason;
+    }
+  }
+  for (const CheckpointRecord& c : state.checkpoints) {
+    checkpoints_.Commit(c);
+    ++stats_.checkpoints;
+    stats_.last_checkpoint_step = c.step;
+    stats_.last_checkpoint_ms = c.committed_ms;
+  }
+  for (const StoredEpoch& e : state.history) {
+    const char* outcome = "in progress";
+    switch (e.status) {
+      case EpochStatus::kStable:
+        outcome = "stable";
+        break;
+      case EpochStatus::kAbandoned:
+        outcome = "abandoned";
+        break;
+      case EpochStatus::kBroken:
+        outcome = "broken";
+        break;
+      default:
+        break;
+    }
+    HistoryLocked(e.plan, outcome);
+  }
   int64_t now = clock_->NowMs();
   for (const Member& stored : state.members) {
     Member m = stored;
@@ -136,6 +194,16 @@ absl::Status Membership::RestoreLocked(const StoredState& state) {
     if (committed && e.plan.epoch > committed_.epoch) {
       committed_ = e.plan;
       committed_stable_ = e.status == EpochStatus::kStable;
+    }
+    if (e.status == EpochStatus::kStable && e.plan.epoch > stable_.epoch) {
+      stable_ = e.plan;
+    }
+  }
+  if (!committed_stable_) {
+    for (const Move& mv : committed_.moves) {
+      if (!mv.from_worker_id.empty()) {
+        committed_senders_.insert(mv.from_worker_id);
+      }
     }
   }
   for (const StoredEpoch& e : state.epochs) {
@@ -256,10 +324,15 @@ absl::StatusOr<HeartbeatReply> Membership::Heartbeat(
   reply.pending_epoch =
       proposal_ ? proposal_->epoch : (committed_stable_ ? 0 : committed_.epoch);
   reply.state = m->state;
-  if (finished_) {
+  if (failed_) {
+    reply.command = Command::kExit;
+    reply.job_failed = true;
+    reply.exit_reason = failure_reason_;
+  } else if (finished_) {
     reply.command = Command::kExit;
   } else if (m->state == MemberState::kDraining &&
              (!proposal_ || RankIn(*proposal_, m->worker_id) < 0) &&
+             RankIn(stable_, m->worker_id) < 0 &&
              RankIn(committed_, m->worker_id) < 0) {
     reply.command = Command::kDrain;
   } else if (committed_broken_ && m->rank >= 0) {
@@ -317,17 +390,35 @@ absl::StatusOr<MemberState> Membership::ReportSuspect(
   return suspect->state;
 }
 
-absl::Status Membership::Leave(const std::string& worker_id,
-                               const std::string& token,
-                               const std::string& reason) {
+absl::StatusOr<bool> Membership::Leave(const std::string& worker_id,
+                                       const std::string& token,
+                                       const std::string& reason) {
   absl::MutexLock lock(&mu_);
   ZSHARD_ASSIGN_OR_RETURN(Member * m, SessionLocked(worker_id, token));
+  const std::string why = reason.empty() ? "left" : Clip(reason);
+  if (!finished_ && !failed_ && RankIn(stable_, m->worker_id) >= 0) {
+    // It holds state of the stable epoch: hand it over first.
+    if (m->state != MemberState::kDraining) {
+      m->state = MemberState::kDraining;
+      m->reason = absl::StrCat("leaving (", why, "), handing over its state");
+      DirtyLocked(*m);
+      change_reason_ = absl::StrCat("member ", m->name, " is leaving");
+      EventLocked("drain", absl::StrCat(change_reason_, ": ", why,
+                                        "; it hands over its state first"));
+      if (proposal_ && RankIn(*proposal_, m->worker_id) >= 0) {
+        AbandonLocked(change_reason_);
+      }
+      ReconcileLocked();
+      FlushLocked();
+    }
+    return true;
+  }
   change_reason_ = absl::StrCat("member ", m->name, " left");
-  GoneLocked(*m, MemberState::kLeft, reason.empty() ? "left" : Clip(reason));
+  GoneLocked(*m, MemberState::kLeft, why);
   ReconcileLocked();
   ForgetGoneLocked();
   FlushLocked();
-  return absl::OkStatus();
+  return false;
 }
 
 absl::Status Membership::Drain(const std::string& name) {
@@ -407,7 +498,9 @@ void Membership::GoneLocked(Member& m, MemberState state,
   DirtyLocked(m);
   EventLocked(state == MemberState::kDead ? "dead" : "leave",
               absl::StrCat("member ", m.name, ": ", reason));
-  if (proposal_ && RankIn(*proposal_, m.worker_id) >= 0) {
+  // The proposal needs it as a rank or as a source of moves.
+  if (proposal_ && (RankIn(*proposal_, m.worker_id) >= 0 ||
+                    RankIn(stable_, m.worker_id) >= 0)) {
     AbandonLocked(absl::StrCat("member ", m.name, ": ", reason));
   }
 }
@@ -423,7 +516,7 @@ void Membership::ForgetGoneLocked() {
   std::vector<std::pair<int64_t, std::string>> gone;
   for (const auto& [id, m] : members_) {
     if (!IsLive(m.state) && RankIn(committed_, id) < 0 &&
-        (!proposal_ || RankIn(*proposal_, id) < 0)) {
+        RankIn(stable_, id) < 0 && (!proposal_ || RankIn(*proposal_, id) < 0)) {
       gone.emplace_back(m.join_seq, id);
     }
   }

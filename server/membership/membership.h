@@ -1,11 +1,13 @@
 // The coordinator's membership state machine (DESIGN.md section 6):
-// members and incarnations, leases, suspect checks, the world policy and
-// the two-phase epoch transition. No gRPC inside; time comes from an
-// injected Clock, durability from an optional StateStore.
+// members and incarnations, leases, suspect checks, the world policy, the
+// two-phase epoch transition with its state moves and STABLE phase, hand-
+// overs, checkpoints and the reshard history. No gRPC inside; time comes
+// from an injected Clock, durability from an optional StateStore.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -20,7 +22,11 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/job/job_spec.h"
+#include "common/plan/plan.h"
 #include "server/events/event_log.h"
+#include "server/membership/checkpoint_registry.h"
+#include "server/membership/checkpoint_types.h"
+#include "server/membership/commit_point.h"
 #include "server/membership/types.h"
 #include "server/store/state_store.h"
 
@@ -45,6 +51,16 @@ struct MembershipOptions {
   // Events kept in memory for the dashboard (restored from the store at
   // start). Default 4096.
   int event_log_size = 4096;
+  // Transitions kept in the reshard history. Default 256.
+  int history_size = 256;
+  // Writes a completed checkpoint's manifest.json into its dir (called
+  // under the membership's lock before the manifest is committed; an error
+  // leaves it uncommitted). Empty: no file is written.
+  std::function<absl::Status(const CheckpointRecord&)> write_manifest;
+  // A validated checkpoint to start the job from (zshard-coordinator
+  // --restore): only for a store holding no job; it becomes the newest
+  // checkpoint and the first epoch restores every range from it.
+  std::optional<CheckpointRecord> restore;
 };
 
 struct JoinArgs {
@@ -83,6 +99,16 @@ struct MembershipStats {
   int64_t commits = 0;
   int64_t abandons = 0;
   int64_t proposals = 0;
+  // Stable transitions that moved state, the sum of their bytes_moved, and
+  // the last one's duration (commit to the last ACTIVE ack).
+  int64_t reshards = 0;
+  int64_t reshard_bytes = 0;
+  double last_reshard_seconds = 0;
+  // Committed checkpoint manifests, the newest one's step (-1: none) and
+  // its commit time (wall clock ms; 0: none).
+  int64_t checkpoints = 0;
+  int64_t last_checkpoint_step = -1;
+  int64_t last_checkpoint_ms = 0;
 };
 
 // Plan updates for a watcher: `updates` in order, and the sequence number
@@ -118,11 +144,22 @@ class Membership {
                                            const std::string& token,
                                            int64_t epoch, int64_t step);
 
-  // PREPARED ack for the proposed `epoch`; returns the phase after it.
+  // PREPARED ack for the proposed `epoch`; returns the phase after it. The
+  // epoch commits once every member of the proposal and every live member
+  // ranked in the base (last stable) epoch acked; the resume point comes
+  // from the acks of the members holding state (ResolveCommitPoint). When
+  // they cannot be reconciled the proposal is abandoned and the job rolls
+  // back to the newest checkpoint, or fails without one.
+  absl::StatusOr<PlanPhase> AckPrepared(const std::string& worker_id,
+                                        const std::string& token, int64_t epoch,
+                                        const PreparedAck& ack);
+  // The same with only a step (Adam step = step, nothing pending).
   absl::StatusOr<PlanPhase> AckPrepared(const std::string& worker_id,
                                         const std::string& token, int64_t epoch,
                                         int64_t step, bool commit_point_passed);
-  // ACTIVE ack for the committed `epoch`.
+  // ACTIVE ack for the committed `epoch`. Once every rank acked, the epoch
+  // is STABLE: it becomes the base of the next proposal and
+  // PLAN_PHASE_STABLE is published for it.
   absl::StatusOr<PlanPhase> AckActive(const std::string& worker_id,
                                       const std::string& token, int64_t epoch);
 
@@ -138,12 +175,31 @@ class Membership {
                                             int suspect_rank,
                                             const std::string& reason);
 
-  // Graceful leave: the member is LEFT and its rank is re-planned.
-  absl::Status Leave(const std::string& worker_id, const std::string& token,
-                     const std::string& reason);
+  // Graceful leave. A member holding a rank in the stable epoch of a job
+  // that is neither finished nor failed hands over: it becomes DRAINING,
+  // the world is re-planned without it (it stays a source of moves) and the
+  // result is true; it is told COMMAND_DRAIN once it holds no rank in the
+  // stable epoch or a proposal, and then calls Leave again. Otherwise the
+  // member is LEFT at once and the result is false.
+  absl::StatusOr<bool> Leave(const std::string& worker_id,
+                             const std::string& token,
+                             const std::string& reason);
 
-  // Admin: marks the live member `name` DRAINING. NotFound if none.
+  // Admin: marks the live member `name` DRAINING (the hand-over of Leave).
+  // NotFound if none.
   absl::Status Drain(const std::string& name);
+
+  // A rank of instance 0 reports its checkpoint file. Returns true when
+  // this report completed the checkpoint: manifest.json was written (see
+  // MembershipOptions::write_manifest), the manifest stored and event
+  // "checkpoint" recorded. Codes as in Heartbeat for the session;
+  // FailedPrecondition for an epoch other than the committed or stable
+  // one, or a reporter not holding `report.file.rank` in it; see
+  // CheckpointRegistry::Add for the rest.
+  absl::StatusOr<bool> ReportCheckpoint(const std::string& worker_id,
+                                        const std::string& token,
+                                        const CheckpointReport& report);
+
   // Admin: caps the world (0 clears). InvalidArgument unless 0 or a
   // multiple of the instances within [min, max]. Returns the cap.
   absl::StatusOr<int> SetTargetWorld(int world);
@@ -168,6 +224,14 @@ class Membership {
 
   ClusterView View();
   EpochPlan CommittedPlan();
+  // The last stable epoch (epoch 0: none yet).
+  EpochPlan StablePlan();
+  // Committed checkpoints, oldest first.
+  std::vector<CheckpointRecord> Checkpoints();
+  // The latest `limit` transitions (0: all kept), oldest first.
+  std::vector<ReshardRecord> ReshardHistory(int limit);
+  // Empty while the job can go on; why it failed otherwise.
+  std::string FailureReason();
   MembershipStats Stats();
   int64_t CommittedEpoch();
   const job::JobSpec& spec() const { return spec_; }
@@ -195,9 +259,27 @@ class Membership {
   // Proposes a new epoch when membership calls for one.
   void ReconcileLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ProposeLocked(int world) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets p's moves, summary and restore. False when no proposal can be
+  // made: the job failed (a range was lost with no checkpoint) or the
+  // plans do not fit.
+  bool PlanMovesLocked(EpochPlan& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AbandonLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CommitLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every rank acked ACTIVE: the committed epoch becomes the stable one.
+  void StableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job cannot go on: no more proposals; heartbeats answer kExit with
+  // job_failed.
+  void FailJobLocked(const std::string& kind, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True when every member the proposal needs (its ranks and the live
+  // ranks of the base epoch) acked PREPARED.
+  bool AllPreparedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records or updates `plan`'s line of the reshard history.
+  void HistoryLocked(const EpochPlan& plan, const std::string& outcome)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const plan::Plan* PlanLocked(int world) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool CommittedBrokenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool NeedsReplanLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool HealthyLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string PlanHashLocked(int world) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -210,7 +292,8 @@ class Membership {
   void EventLocked(const std::string& kind, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DirtyLocked(const Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SaveEpochLocked(const EpochPlan& plan, EpochStatus status)
+  void SaveEpochLocked(const EpochPlan& plan, EpochStatus status,
+                       bool moves_unchanged = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SaveMetaLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the pending batch; logs (never crashes) on failure.
@@ -228,9 +311,22 @@ class Membership {
   std::map<std::string, std::string> live_by_name_ ABSL_GUARDED_BY(mu_);
   EpochPlan committed_ ABSL_GUARDED_BY(mu_);  // epoch 0: none yet
   bool committed_stable_ ABSL_GUARDED_BY(mu_) = true;
+  // The last stable epoch: the base of every proposal (epoch 0: none).
+  EpochPlan stable_ ABSL_GUARDED_BY(mu_);
+  // Members sending state in the committed epoch's moves (not yet stable).
+  std::set<std::string> committed_senders_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> active_acks_ ABSL_GUARDED_BY(mu_);
   std::optional<EpochPlan> proposal_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, int64_t> prepared_ ABSL_GUARDED_BY(mu_);  // id->step
+  std::map<std::string, PreparedAck> prepared_ ABSL_GUARDED_BY(mu_);  // by id
+  // The job failed (no more proposals); why.
+  bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  std::string failure_reason_ ABSL_GUARDED_BY(mu_);
+  // The next proposal restores from the newest checkpoint: the first epoch
+  // after --restore, or ranks that could not agree on a step.
+  bool restore_next_ ABSL_GUARDED_BY(mu_) = false;
+  CheckpointRegistry checkpoints_ ABSL_GUARDED_BY(mu_);
+  std::deque<ReshardRecord> history_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::shared_ptr<const plan::Plan>> plans_ ABSL_GUARDED_BY(mu_);
   std::optional<EpochPlan> abandoned_ ABSL_GUARDED_BY(mu_);  // last, if latest
   int64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t next_join_seq_ ABSL_GUARDED_BY(mu_) = 1;

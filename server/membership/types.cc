@@ -37,6 +37,8 @@ const char* PlanPhaseName(PlanPhase phase) {
       return "COMMITTED";
     case PlanPhase::kAbandoned:
       return "ABANDONED";
+    case PlanPhase::kStable:
+      return "STABLE";
   }
   return "PROPOSED";
 }

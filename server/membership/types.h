@@ -54,13 +54,39 @@ struct Slot {
   std::map<std::string, std::string> labels;
 };
 
+// One range of optimizer state (master, m, v) a new owner needs, in param
+// space (see zshard.v1.Move).
 struct Move {
-  int from_rank = -1;  // -1: checkpoint fragment
-  int to_rank = 0;
-  int buffer = 0;
+  int from_rank = -1;  // sender's rank in the base epoch; -1: checkpoint
+  int to_rank = 0;     // receiver's rank in the new epoch
+  int buffer = 0;      // receiver's buffer, bucket and offset of `begin`
   int bucket = 0;
   int64_t offset = 0;
-  int64_t length = 0;
+  int64_t length = 0;          // end - begin
+  std::string from_worker_id;  // empty for a checkpoint source
+  std::string to_worker_id;
+  int param_index = 0;
+  int expert_rank = 0;
+  int64_t begin = 0;
+  int64_t end = 0;
+  std::string checkpoint_file;  // checkpoint source: file relative to dir
+};
+
+// A move set's totals (see zshard.v1.MoveSummary).
+struct MoveSummary {
+  int moves = 0;
+  int64_t bytes_moved = 0;
+  int64_t lower_bound_bytes = 0;
+  int64_t bytes_from_checkpoint = 0;
+  int64_t bytes_same_node = 0;
+};
+
+// The checkpoint an epoch's state comes from (rollback or restore).
+struct RestoreRef {
+  int64_t step = -1;  // -1: no restore
+  std::string dir;
+  int64_t adam_step = 0;
+  bool active() const { return step >= 0; }
 };
 
 // An epoch's membership and plan identity.
@@ -71,18 +97,32 @@ struct EpochPlan {
   int instances = 1;
   std::string plan_hash;
   int64_t resume_step = 0;
+  int64_t resume_adam_step = 0;
+  // Ranks that acked PREPARED commit_pending one step behind finish step
+  // resume_step with these commit values before the moves.
+  bool finish_pending_step = false;
+  std::vector<double> commit_values;
   // Ranks 0..world-1 in order, then the first spares in join order (at
   // most MembershipOptions::max_listed_spares).
   std::vector<Slot> slots;
   int spares = 0;  // healthy members beyond the world, listed or not
   std::vector<Move> moves;
+  MoveSummary summary;
+  RestoreRef restore;  // set: every range comes from this checkpoint
   std::string reason;
+  // For the reshard history: the base epoch's world, when it was proposed
+  // and committed (wall clock ms, 0: not yet) and how long commit to the
+  // last ACTIVE ack took (0 until stable).
+  int world_before = 0;
+  int64_t proposed_ms = 0;
+  int64_t committed_ms = 0;
+  int64_t duration_ms = 0;
 };
 
 // The rank of `worker_id` in `plan`, or -1 (a spare or not listed).
 int RankIn(const EpochPlan& plan, const std::string& worker_id);
 
-enum class PlanPhase { kProposed, kCommitted, kAbandoned };
+enum class PlanPhase { kProposed, kCommitted, kAbandoned, kStable };
 const char* PlanPhaseName(PlanPhase phase);
 
 // One message of the WatchPlan stream.
@@ -100,6 +140,9 @@ struct HeartbeatReply {
   int64_t pending_epoch = 0;  // epoch in transition, 0 if none
   MemberState state = MemberState::kJoining;
   Command command = Command::kNone;
+  // With kExit: the job failed (e.g. state lost with no checkpoint).
+  bool job_failed = false;
+  std::string exit_reason;
 };
 
 struct JoinReply {
@@ -112,7 +155,9 @@ struct JoinReply {
 struct Event {
   int64_t time_ms = 0;  // wall clock
   int64_t epoch = 0;
-  std::string kind;  // join, leave, dead, propose, commit, abandon, stable...
+  // join, leave, dead, drain, propose, moves, commit, abandon, stable,
+  // rollback, restore, checkpoint, lost, failed, finished, restart...
+  std::string kind;
   std::string reason;
   int64_t seq = 0;  // position in the job's event log, from 1; 0: unset
 };

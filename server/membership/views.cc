@@ -31,8 +31,10 @@ void Membership::SnapshotLocked() {
   std::shared_ptr<const PlanUpdate> committed, pending;
   int64_t seq = next_seq_ - 1;
   if (committed_.epoch > 0) {
-    committed = std::make_shared<const PlanUpdate>(
-        PlanUpdate{seq, PlanPhase::kCommitted, committed_});
+    // A new watcher sees the committed epoch's moves until it is stable.
+    committed = std::make_shared<const PlanUpdate>(PlanUpdate{
+        seq, committed_stable_ ? PlanPhase::kStable : PlanPhase::kCommitted,
+        committed_});
   }
   if (proposal_) {
     pending = std::make_shared<const PlanUpdate>(
@@ -127,6 +129,60 @@ EpochPlan Membership::CommittedPlan() {
   return committed_;
 }
 
+EpochPlan Membership::StablePlan() {
+  absl::MutexLock lock(&mu_);
+  return stable_;
+}
+
+std::vector<CheckpointRecord> Membership::Checkpoints() {
+  absl::MutexLock lock(&mu_);
+  return checkpoints_.committed();
+}
+
+std::vector<ReshardRecord> Membership::ReshardHistory(int limit) {
+  absl::MutexLock lock(&mu_);
+  size_t n = history_.size();
+  size_t first = limit > 0 && static_cast<size_t>(limit) < n ? n - limit : 0;
+  return std::vector<ReshardRecord>(history_.begin() + first, history_.end());
+}
+
+std::string Membership::FailureReason() {
+  absl::MutexLock lock(&mu_);
+  return failed_ ? failure_reason_ : std::string();
+}
+
+void Membership::HistoryLocked(const EpochPlan& p, const std::string& outcome) {
+  ReshardRecord r;
+  r.epoch = p.epoch;
+  r.base_epoch = p.base_epoch;
+  r.reason = p.reason;
+  r.world_before = p.world_before;
+  r.world_after = p.world;
+  r.instances = p.instances;
+  r.moves = p.summary.moves;
+  r.bytes_moved = p.summary.bytes_moved;
+  r.lower_bound_bytes = p.summary.lower_bound_bytes;
+  r.bytes_from_checkpoint = p.summary.bytes_from_checkpoint;
+  r.bytes_same_node = p.summary.bytes_same_node;
+  r.restored_step = p.restore.active() ? p.restore.step : -1;
+  r.proposed_ms = p.proposed_ms;
+  r.duration_ms = p.duration_ms;
+  r.outcome = outcome;
+  // Newest last; an epoch's line is updated in place.
+  for (auto it = history_.rbegin(); it != history_.rend(); ++it) {
+    if (it->epoch == p.epoch) {
+      *it = std::move(r);
+      return;
+    }
+    if (it->epoch < p.epoch) break;
+  }
+  history_.push_back(std::move(r));
+  while (static_cast<int>(history_.size()) >
+         std::max(1, options_.history_size)) {
+    history_.pop_front();
+  }
+}
+
 MembershipStats Membership::Stats() {
   absl::MutexLock lock(&mu_);
   MembershipStats s = stats_;
@@ -147,15 +203,20 @@ void Membership::DirtyLocked(const Member& m) {
   if (store_ != nullptr) dirty_.insert(m.worker_id);
 }
 
-void Membership::SaveEpochLocked(const EpochPlan& plan, EpochStatus status) {
+void Membership::SaveEpochLocked(const EpochPlan& plan, EpochStatus status,
+                                 bool moves_unchanged) {
   if (store_ == nullptr) return;
   for (StoredEpoch& e : pending_write_.epochs) {
     if (e.plan.epoch == plan.epoch) {
-      e = StoredEpoch{plan, status};
+      // Moves not yet written stay in the batch.
+      e = StoredEpoch{plan, status, moves_unchanged && e.moves_unchanged};
       return;
     }
   }
-  pending_write_.epochs.push_back(StoredEpoch{plan, status});
+  StoredEpoch e{plan, status, moves_unchanged};
+  // Moves already stored are not copied again.
+  if (moves_unchanged) e.plan.moves.clear();
+  pending_write_.epochs.push_back(std::move(e));
 }
 
 void Membership::SaveMetaLocked() {
@@ -164,6 +225,8 @@ void Membership::SaveMetaLocked() {
   pending_write_.meta["next_join_seq"] = next_join_seq_;
   pending_write_.meta["target_world"] = target_world_;
   pending_write_.meta["finished"] = finished_ ? 1 : 0;
+  pending_write_.meta["failed"] = failed_ ? 1 : 0;
+  pending_write_.meta["restore_next"] = restore_next_ ? 1 : 0;
 }
 
 void Membership::FlushLocked() {

@@ -54,6 +54,15 @@ class DashboardServiceImpl final
                          v1::GetLedgerResponse* resp) override;
   grpc::Status Explain(grpc::ServerContext* ctx, const v1::ExplainRequest* req,
                        v1::ExplainResponse* resp) override;
+  // Committed checkpoints, oldest first, without their files.
+  grpc::Status ListCheckpoints(grpc::ServerContext* ctx,
+                               const v1::ListCheckpointsRequest* req,
+                               v1::ListCheckpointsResponse* resp) override;
+  // The latest transitions, oldest first; INVALID_ARGUMENT for a negative
+  // limit.
+  grpc::Status GetReshardHistory(grpc::ServerContext* ctx,
+                                 const v1::GetReshardHistoryRequest* req,
+                                 v1::GetReshardHistoryResponse* resp) override;
 
   // Prometheus text of zshard_rank_memory_predicted_bytes{rank, worker,
   // category} for the committed epoch (no samples before the first).

@@ -29,6 +29,8 @@ v1::PlanPhase ToProto(PlanPhase phase) {
       return v1::PLAN_PHASE_COMMITTED;
     case PlanPhase::kAbandoned:
       return v1::PLAN_PHASE_ABANDONED;
+    case PlanPhase::kStable:
+      return v1::PLAN_PHASE_STABLE;
   }
   return v1::PLAN_PHASE_UNSPECIFIED;
 }
@@ -69,6 +71,8 @@ void ToProto(const PlanUpdate& update, v1::PlanUpdate* out) {
   out->set_reason(p.reason);
   out->set_spares(p.spares);
   for (const Slot& s : p.slots) ToProto(s, out->add_assignments());
+  out->set_resume_adam_step(p.resume_adam_step);
+  out->mutable_moves()->Reserve(static_cast<int>(p.moves.size()));
   for (const Move& m : p.moves) {
     v1::Move* pm = out->add_moves();
     pm->set_from_rank(m.from_rank);
@@ -77,7 +81,31 @@ void ToProto(const PlanUpdate& update, v1::PlanUpdate* out) {
     pm->set_bucket(m.bucket);
     pm->set_offset(m.offset);
     pm->set_length(m.length);
+    pm->set_from_worker_id(m.from_worker_id);
+    pm->set_to_worker_id(m.to_worker_id);
+    pm->set_param_index(m.param_index);
+    pm->set_expert_rank(m.expert_rank);
+    pm->set_begin(m.begin);
+    pm->set_end(m.end);
+    pm->set_checkpoint_file(m.checkpoint_file);
   }
+  const MoveSummary& s = p.summary;
+  if (!p.moves.empty() || s.lower_bound_bytes > 0) {
+    v1::MoveSummary* ps = out->mutable_move_summary();
+    ps->set_moves(s.moves);
+    ps->set_bytes_moved(s.bytes_moved);
+    ps->set_lower_bound_bytes(s.lower_bound_bytes);
+    ps->set_bytes_from_checkpoint(s.bytes_from_checkpoint);
+    ps->set_bytes_same_node(s.bytes_same_node);
+  }
+  if (p.restore.active()) {
+    v1::CheckpointRef* r = out->mutable_restore();
+    r->set_step(p.restore.step);
+    r->set_dir(p.restore.dir);
+    r->set_adam_step(p.restore.adam_step);
+  }
+  out->set_finish_pending_step(p.finish_pending_step);
+  for (double v : p.commit_values) out->add_commit_values(v);
 }
 
 void ToProto(const ClusterView& view, v1::GetClusterStatusResponse* out) {

@@ -7,6 +7,7 @@
 
 #include "absl/time/time.h"
 #include "common/grpc_status.h"
+#include "server/service/checkpoint_convert.h"
 #include "server/service/proto_convert.h"
 #include "server/service/rpc_scope.h"
 
@@ -71,6 +72,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(
   resp->set_pending_epoch(r->pending_epoch);
   resp->set_state(ToProto(r->state));
   resp->set_command(ToProto(r->command));
+  resp->set_job_failed(r->job_failed);
+  resp->set_exit_reason(r->exit_reason);
   reactor->Finish(scope.Finish(grpc::Status::OK));
   return reactor;
 }
@@ -103,10 +106,18 @@ grpc::Status WorkerServiceImpl::AckTransition(
   RpcScope scope(metrics_, "AckTransition");
   absl::StatusOr<PlanPhase> r;
   switch (req->phase()) {
-    case v1::ACK_PHASE_PREPARED:
+    case v1::ACK_PHASE_PREPARED: {
+      PreparedAck ack;
+      ack.step = req->step();
+      ack.adam_step = req->adam_step();
+      ack.commit_point_passed = req->commit_point_passed();
+      ack.commit_pending = req->commit_pending();
+      ack.commit_values.assign(req->commit_values().begin(),
+                               req->commit_values().end());
       r = membership_->AckPrepared(req->worker_id(), req->token(), req->epoch(),
-                                   req->step(), req->commit_point_passed());
+                                   ack);
       break;
+    }
     case v1::ACK_PHASE_ACTIVE:
       r = membership_->AckActive(req->worker_id(), req->token(), req->epoch());
       break;
@@ -134,10 +145,24 @@ grpc::Status WorkerServiceImpl::ReportSuspect(
 
 grpc::Status WorkerServiceImpl::Leave(grpc::ServerContext*,
                                       const v1::LeaveRequest* req,
-                                      v1::LeaveResponse*) {
+                                      v1::LeaveResponse* resp) {
   RpcScope scope(metrics_, "Leave");
-  return scope.Finish(ToGrpcStatus(
-      membership_->Leave(req->worker_id(), req->token(), req->reason())));
+  absl::StatusOr<bool> handover =
+      membership_->Leave(req->worker_id(), req->token(), req->reason());
+  if (!handover.ok()) return scope.Finish(ToGrpcStatus(handover.status()));
+  resp->set_handover(*handover);
+  return scope.Finish(grpc::Status::OK);
+}
+
+grpc::Status WorkerServiceImpl::ReportCheckpoint(
+    grpc::ServerContext*, const v1::ReportCheckpointRequest* req,
+    v1::ReportCheckpointResponse* resp) {
+  RpcScope scope(metrics_, "ReportCheckpoint");
+  absl::StatusOr<bool> committed = membership_->ReportCheckpoint(
+      req->worker_id(), req->token(), FromProto(*req));
+  if (!committed.ok()) return scope.Finish(ToGrpcStatus(committed.status()));
+  resp->set_manifest_committed(*committed);
+  return scope.Finish(grpc::Status::OK);
 }
 
 grpc::Status WorkerServiceImpl::StreamTelemetry(

@@ -48,6 +48,9 @@ class WorkerServiceImpl final
                              v1::ReportSuspectResponse* resp) override;
   grpc::Status Leave(grpc::ServerContext* ctx, const v1::LeaveRequest* req,
                      v1::LeaveResponse* resp) override;
+  grpc::Status ReportCheckpoint(grpc::ServerContext* ctx,
+                                const v1::ReportCheckpointRequest* req,
+                                v1::ReportCheckpointResponse* resp) override;
   grpc::Status StreamTelemetry(grpc::ServerContext* ctx,
                                grpc::ServerReader<v1::TelemetryReport>* reader,
                                v1::StreamTelemetryResponse* resp) override;

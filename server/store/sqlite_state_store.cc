@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
+#include "server/store/store_json.h"
 
 namespace zshard::server {
 namespace {
@@ -32,6 +33,9 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS events (
   id INTEGER PRIMARY KEY AUTOINCREMENT, time_ms INTEGER NOT NULL,
   epoch INTEGER NOT NULL, kind TEXT NOT NULL, reason TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS checkpoints (
+  step INTEGER PRIMARY KEY, dir TEXT NOT NULL, committed_ms INTEGER NOT NULL,
+  manifest_json TEXT NOT NULL);
 )sql";
 
 nlohmann::json ParseOrEmpty(const std::string& text) {
@@ -58,63 +62,32 @@ MemberState ParseMemberState(const std::string& s) {
 }
 
 EpochStatus ParseEpochStatus(const std::string& s) {
-  for (EpochStatus e : {EpochStatus::kProposed, EpochStatus::kCommitted,
-                        EpochStatus::kStable, EpochStatus::kAbandoned}) {
+  for (EpochStatus e :
+       {EpochStatus::kProposed, EpochStatus::kCommitted, EpochStatus::kStable,
+        EpochStatus::kAbandoned, EpochStatus::kBroken}) {
     if (s == EpochStatusName(e)) return e;
   }
   return EpochStatus::kAbandoned;
 }
 
-std::string SlotsJson(const std::vector<Slot>& slots) {
-  nlohmann::json a = nlohmann::json::array();
-  for (const Slot& s : slots) {
-    a.push_back({{"worker_id", s.worker_id},
-                 {"name", s.name},
-                 {"address", s.address},
-                 {"rank", s.rank},
-                 {"instance", s.instance},
-                 {"shard_rank", s.shard_rank},
-                 {"labels", s.labels}});
-  }
-  return a.dump();
-}
+// Columns of an epoch row without moves_json (see ReadEpoch).
+constexpr char kEpochColumns[] =
+    "epoch, base_epoch, status, world, instances, plan_hash, resume_step, "
+    "slots_json, reason, extra_json";
 
-std::vector<Slot> SlotsFrom(const nlohmann::json& a) {
-  std::vector<Slot> slots;
-  if (!a.is_array()) return slots;
-  for (const nlohmann::json& j : a) {
-    Slot s;
-    s.worker_id = j.value("worker_id", "");
-    s.name = j.value("name", "");
-    s.address = j.value("address", "");
-    s.rank = j.value("rank", -1);
-    s.instance = j.value("instance", -1);
-    s.shard_rank = j.value("shard_rank", -1);
-    s.labels = LabelsFrom(j.value("labels", nlohmann::json::object()));
-    slots.push_back(std::move(s));
-  }
-  return slots;
-}
-
-std::string MovesJson(const std::vector<Move>& moves) {
-  nlohmann::json a = nlohmann::json::array();
-  for (const Move& m : moves) {
-    a.push_back(
-        {m.from_rank, m.to_rank, m.buffer, m.bucket, m.offset, m.length});
-  }
-  return a.dump();
-}
-
-std::vector<Move> MovesFrom(const nlohmann::json& a) {
-  std::vector<Move> moves;
-  if (!a.is_array()) return moves;
-  for (const nlohmann::json& j : a) {
-    if (!j.is_array() || j.size() != 6) continue;
-    moves.push_back(Move{j[0].get<int>(), j[1].get<int>(), j[2].get<int>(),
-                         j[3].get<int>(), j[4].get<int64_t>(),
-                         j[5].get<int64_t>()});
-  }
-  return moves;
+StoredEpoch ReadEpoch(SqliteStmt& q) {
+  StoredEpoch e;
+  e.plan.epoch = q.Int(0);
+  e.plan.base_epoch = q.Int(1);
+  e.status = ParseEpochStatus(q.Text(2));
+  e.plan.world = static_cast<int>(q.Int(3));
+  e.plan.instances = static_cast<int>(q.Int(4));
+  e.plan.plan_hash = q.Text(5);
+  e.plan.resume_step = q.Int(6);
+  e.plan.slots = SlotsFromJson(q.Text(7));
+  e.plan.reason = q.Text(8);
+  EpochExtraFromJson(q.Text(9), &e.plan);
+  return e;
 }
 
 }  // namespace
@@ -129,6 +102,8 @@ const char* EpochStatusName(EpochStatus status) {
       return "stable";
     case EpochStatus::kAbandoned:
       return "abandoned";
+    case EpochStatus::kBroken:
+      return "broken";
   }
   return "abandoned";
 }
@@ -149,6 +124,16 @@ absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
   // crash may lose the last transactions.
   ZSHARD_RETURN_IF_ERROR(db->Exec("PRAGMA synchronous=NORMAL;"));
   ZSHARD_RETURN_IF_ERROR(db->Exec(kSchema));
+  // Stores written before epochs had extra fields gain the column.
+  ZSHARD_ASSIGN_OR_RETURN(
+      auto has_extra,
+      db->Prepare("SELECT COUNT(*) FROM pragma_table_info('epochs') WHERE "
+                  "name = 'extra_json'"));
+  ZSHARD_ASSIGN_OR_RETURN(bool row, has_extra->Step());
+  if (row && has_extra->Int(0) == 0) {
+    ZSHARD_RETURN_IF_ERROR(db->Exec(
+        "ALTER TABLE epochs ADD COLUMN extra_json TEXT NOT NULL DEFAULT '{}'"));
+  }
   return std::unique_ptr<SqliteStateStore>(new SqliteStateStore(std::move(db)));
 }
 
@@ -192,26 +177,40 @@ absl::StatusOr<StoredState> SqliteStateStore::Load() {
   }
   ZSHARD_ASSIGN_OR_RETURN(
       auto epochs,
-      db_->Prepare(
-          "SELECT epoch, base_epoch, status, world, instances, plan_hash, "
-          "resume_step, slots_json, moves_json, reason FROM epochs WHERE "
-          "epoch >= (SELECT COALESCE(MAX(epoch), 0) FROM epochs WHERE status "
-          "IN ('committed', 'stable')) ORDER BY epoch"));
+      db_->Prepare(absl::StrCat(
+          "SELECT ", kEpochColumns,
+          ", moves_json FROM epochs WHERE epoch >= COALESCE((SELECT "
+          "MAX(epoch) FROM epochs WHERE status = 'stable'), (SELECT "
+          "MAX(epoch) FROM epochs WHERE status IN ('committed', 'broken')), "
+          "0) ORDER BY epoch")));
   while (true) {
     ZSHARD_ASSIGN_OR_RETURN(bool more, epochs->Step());
     if (!more) break;
-    StoredEpoch e;
-    e.plan.epoch = epochs->Int(0);
-    e.plan.base_epoch = epochs->Int(1);
-    e.status = ParseEpochStatus(epochs->Text(2));
-    e.plan.world = static_cast<int>(epochs->Int(3));
-    e.plan.instances = static_cast<int>(epochs->Int(4));
-    e.plan.plan_hash = epochs->Text(5);
-    e.plan.resume_step = epochs->Int(6);
-    e.plan.slots = SlotsFrom(ParseOrEmpty(epochs->Text(7)));
-    e.plan.moves = MovesFrom(ParseOrEmpty(epochs->Text(8)));
-    e.plan.reason = epochs->Text(9);
+    StoredEpoch e = ReadEpoch(*epochs);
+    e.plan.moves = MovesFromJson(epochs->Text(10));
     state.epochs.push_back(std::move(e));
+  }
+  ZSHARD_ASSIGN_OR_RETURN(
+      auto history,
+      db_->Prepare(absl::StrCat("SELECT ", kEpochColumns,
+                                " FROM (SELECT * FROM epochs ORDER BY epoch "
+                                "DESC LIMIT ?) ORDER BY epoch")));
+  history->Bind(1, int64_t{kHistoryEpochs});
+  while (true) {
+    ZSHARD_ASSIGN_OR_RETURN(bool more, history->Step());
+    if (!more) break;
+    state.history.push_back(ReadEpoch(*history));
+  }
+  ZSHARD_ASSIGN_OR_RETURN(
+      auto checkpoints,
+      db_->Prepare("SELECT manifest_json FROM checkpoints ORDER BY step"));
+  while (true) {
+    ZSHARD_ASSIGN_OR_RETURN(bool more, checkpoints->Step());
+    if (!more) break;
+    CheckpointRecord c;
+    if (CheckpointFromJson(checkpoints->Text(0), &c)) {
+      state.checkpoints.push_back(std::move(c));
+    }
   }
   ZSHARD_ASSIGN_OR_RETURN(auto meta,
                           db_->Prepare("SELECT key, value FROM meta"));
@@ -285,9 +284,21 @@ absl::Status SqliteStateStore::ApplyInTransaction(const StoreWrite& write) {
     }
   }
   if (!write.epochs.empty()) {
-    ZSHARD_ASSIGN_OR_RETURN(auto stmt,
-                            db_->Prepare("INSERT OR REPLACE INTO epochs VALUES "
-                                         "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+    // An upsert that keeps the stored moves when the batch says they did
+    // not change (moves_json bound to NULL).
+    ZSHARD_ASSIGN_OR_RETURN(
+        auto stmt,
+        db_->Prepare(
+            "INSERT INTO epochs (epoch, base_epoch, status, world, instances, "
+            "plan_hash, resume_step, slots_json, moves_json, reason, "
+            "extra_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, COALESCE(?, '[]'), "
+            "?, ?) ON CONFLICT(epoch) DO UPDATE SET base_epoch = "
+            "excluded.base_epoch, status = excluded.status, world = "
+            "excluded.world, instances = excluded.instances, plan_hash = "
+            "excluded.plan_hash, resume_step = excluded.resume_step, "
+            "slots_json = excluded.slots_json, moves_json = CASE WHEN ?12 "
+            "THEN epochs.moves_json ELSE excluded.moves_json END, reason = "
+            "excluded.reason, extra_json = excluded.extra_json"));
     for (const StoredEpoch& e : write.epochs) {
       const EpochPlan& p = e.plan;
       stmt->Bind(1, p.epoch);
@@ -298,8 +309,28 @@ absl::Status SqliteStateStore::ApplyInTransaction(const StoreWrite& write) {
       stmt->Bind(6, p.plan_hash);
       stmt->Bind(7, p.resume_step);
       stmt->Bind(8, SlotsJson(p.slots));
-      stmt->Bind(9, MovesJson(p.moves));
+      if (e.moves_unchanged) {
+        stmt->BindNull(9);
+      } else {
+        stmt->Bind(9, MovesJson(p.moves));
+      }
       stmt->Bind(10, p.reason);
+      stmt->Bind(11, EpochExtraJson(p));
+      stmt->Bind(12, int64_t{e.moves_unchanged ? 1 : 0});
+      ZSHARD_RETURN_IF_ERROR(stmt->Run());
+      stmt->Reset();
+    }
+  }
+  if (!write.checkpoints.empty()) {
+    ZSHARD_ASSIGN_OR_RETURN(
+        auto stmt, db_->Prepare("INSERT OR REPLACE INTO checkpoints (step, "
+                                "dir, committed_ms, manifest_json) VALUES "
+                                "(?, ?, ?, ?)"));
+    for (const CheckpointRecord& c : write.checkpoints) {
+      stmt->Bind(1, c.step);
+      stmt->Bind(2, c.dir);
+      stmt->Bind(3, c.committed_ms);
+      stmt->Bind(4, CheckpointJson(c));
       ZSHARD_RETURN_IF_ERROR(stmt->Run());
       stmt->Reset();
     }

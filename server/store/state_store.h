@@ -11,17 +11,22 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/membership/checkpoint_types.h"
 #include "server/membership/types.h"
 
 namespace zshard::server {
 
 // Status of a stored epoch row.
-enum class EpochStatus { kProposed, kCommitted, kStable, kAbandoned };
+// kBroken: committed, then superseded before it became stable.
+enum class EpochStatus { kProposed, kCommitted, kStable, kAbandoned, kBroken };
 const char* EpochStatusName(EpochStatus status);
 
 struct StoredEpoch {
   EpochPlan plan;
   EpochStatus status = EpochStatus::kProposed;
+  // The row's moves are already stored and unchanged: keep them (saves
+  // rewriting large move lists on every status change).
+  bool moves_unchanged = false;
 };
 
 // Everything one state change writes; applied atomically.
@@ -31,10 +36,11 @@ struct StoreWrite {
   std::vector<StoredEpoch> epochs;  // upserted by epoch number
   std::map<std::string, int64_t> meta;
   std::vector<Event> events;
+  std::vector<CheckpointRecord> checkpoints;  // upserted by step
 
   bool empty() const {
     return members.empty() && deleted_members.empty() && epochs.empty() &&
-           meta.empty() && events.empty();
+           meta.empty() && events.empty() && checkpoints.empty();
   }
 };
 
@@ -43,9 +49,19 @@ struct StoredState {
   std::string job_name;  // empty: a fresh state dir
   std::string job_spec_json;
   std::vector<Member> members;
-  std::vector<StoredEpoch> epochs;  // the latest committed one and later
+  // The latest stable epoch (or, with none, the latest committed one) and
+  // every later one.
+  std::vector<StoredEpoch> epochs;
   std::map<std::string, int64_t> meta;
+  // Committed checkpoints, oldest first.
+  std::vector<CheckpointRecord> checkpoints;
+  // The latest epochs (at most kHistoryEpochs) without their moves, oldest
+  // first, for the reshard history.
+  std::vector<StoredEpoch> history;
 };
+
+// Epochs loaded into StoredState::history.
+inline constexpr int kHistoryEpochs = 256;
 
 // Durable state. Thread-compatible: the membership calls it under its lock.
 class StateStore {

@@ -64,8 +64,27 @@ class Harness {
     return out;
   }
 
-  // Acks PREPARED (with `step`) from every ranked member of the proposal
-  // and then ACTIVE; returns the committed plan.
+  // The live members the proposal `p` needs PREPARED acks from: its ranks
+  // and the live ranks of the stable (base) epoch.
+  std::vector<Session> Participants(const EpochPlan& p) {
+    std::vector<Session> out;
+    std::set<std::string> seen;
+    auto add = [&](const std::string& id) {
+      if (!seen.insert(id).second) return;
+      for (const MemberView& v : m_->View().members) {
+        if (v.member.worker_id == id && IsLive(v.member.state)) {
+          out.push_back(SessionOf(id));
+        }
+      }
+    };
+    for (int r = 0; r < p.world; ++r) add(p.slots[r].worker_id);
+    EpochPlan base = m_->StablePlan();
+    for (int r = 0; r < base.world; ++r) add(base.slots[r].worker_id);
+    return out;
+  }
+
+  // Acks PREPARED (with `step`) from every participant of the proposal and
+  // then ACTIVE from its ranks; returns the committed plan.
   EpochPlan Settle(int64_t step = 0) {
     for (int round = 0; round < 4; ++round) {
       for (const PlanUpdate& u : Updates()) {
@@ -74,8 +93,7 @@ class Harness {
       if (proposed_.epoch == 0) break;
       EpochPlan p = proposed_;
       proposed_ = EpochPlan();
-      for (int r = 0; r < p.world; ++r) {
-        Session s = SessionOf(p.slots[r].worker_id);
+      for (const Session& s : Participants(p)) {
         auto a = m_->AckPrepared(s.id, s.token, p.epoch, step, true);
         EXPECT_TRUE(a.ok()) << a.status();
       }

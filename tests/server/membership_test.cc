@@ -116,11 +116,20 @@ TEST(MembershipTest, WorldShrinksWhenTooFewSurviveAndWaitsBelowMin) {
   ASSERT_TRUE(h.m_->Leave(s.id, s.token, "bye").ok());
   EpochPlan two = h.Settle();
   EXPECT_EQ(two.world, 2);
+  // w1 holds state of the stable epoch: it hands over, but one healthy
+  // member is below min 2, so there is no proposal and it keeps its rank.
   s = h.sessions_.at("w1");
-  ASSERT_TRUE(h.m_->Leave(s.id, s.token, "bye").ok());
+  auto handover = h.m_->Leave(s.id, s.token, "bye");
+  ASSERT_TRUE(handover.ok());
+  EXPECT_TRUE(*handover);
+  EXPECT_EQ(h.StateOf("w1"), MemberState::kDraining);
   std::vector<PlanUpdate> u = h.Updates();
   EXPECT_TRUE(u.empty());  // one healthy member < min 2: no proposal
   EXPECT_EQ(h.m_->View().epoch, two.epoch);
+  EXPECT_EQ(h.Beat("w0").command, Command::kNone);  // w1 is still there
+  h.clock_.AdvanceMs(6000);
+  h.Beat("w0");
+  h.m_->Tick();  // w1 dies: the survivor aborts
   EXPECT_EQ(h.Beat("w0").command, Command::kAbort);
 }
 
@@ -147,7 +156,9 @@ TEST(MembershipTest, FailureWhileProposedAbandonsAndReproposes) {
   EXPECT_EQ(h.m_->Stats().abandons, 1);
 }
 
-TEST(MembershipTest, FailureAfterCommitProposesOnTopOfIt) {
+// The protocol changed: the base of a proposal is the last STABLE epoch
+// (here none yet), not a committed epoch that broke before it was stable.
+TEST(MembershipTest, FailureAfterCommitProposesFromTheStableEpoch) {
   Harness h;
   for (int i = 0; i < 3; ++i) h.Join("w" + std::to_string(i));
   std::vector<PlanUpdate> u = h.Updates();
@@ -164,7 +175,7 @@ TEST(MembershipTest, FailureAfterCommitProposesOnTopOfIt) {
   ASSERT_EQ(u.size(), 2u);
   EXPECT_EQ(u[0].phase, PlanPhase::kCommitted);
   EXPECT_EQ(u[1].phase, PlanPhase::kProposed);
-  EXPECT_EQ(u[1].plan.base_epoch, p.epoch);
+  EXPECT_EQ(u[1].plan.base_epoch, 0);
   EXPECT_EQ(u[1].plan.slots[1].name, "w2");
   EXPECT_EQ(u[1].plan.slots[0].worker_id, p.slots[0].worker_id);
 }
@@ -332,7 +343,7 @@ TEST(MembershipTest, WatchSnapshotThenIncrementalUpdates) {
   h.Settle();
   WatchBatch snap = h.m_->WaitForUpdates(-1, absl::ZeroDuration());
   ASSERT_EQ(snap.updates.size(), 1u);
-  EXPECT_EQ(snap.updates[0]->phase, PlanPhase::kCommitted);
+  EXPECT_EQ(snap.updates[0]->phase, PlanPhase::kStable);
   WatchBatch none = h.m_->WaitForUpdates(snap.last_seq, absl::Milliseconds(1));
   EXPECT_TRUE(none.updates.empty());
   h.Join("w2");

@@ -55,8 +55,8 @@ TEST(StoreTest, RestartRestoresEpochMembersAndTokens) {
   clock.AdvanceMs(4000);
   m->Tick();
   WatchBatch b = m->WaitForUpdates(-1, absl::ZeroDuration());
-  ASSERT_EQ(b.updates.size(), 1u);  // no spurious new epoch
-  EXPECT_EQ(b.updates[0]->phase, PlanPhase::kCommitted);
+  ASSERT_EQ(b.updates.size(), 1u);                     // no spurious new epoch
+  EXPECT_EQ(b.updates[0]->phase, PlanPhase::kStable);  // it was stable
   auto events = store->RecentEvents(100);
   ASSERT_TRUE(events.ok());
   EXPECT_GT(events->size(), 5u);

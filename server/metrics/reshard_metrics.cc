@@ -1,0 +1,55 @@
+// RenderReshardMetrics: six families from MembershipStats.
+#include "server/metrics/reshard_metrics.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace zshard::server {
+namespace {
+
+// HELP and TYPE lines of one family, then its sample unless `value` is
+// empty.
+void AppendFamily(std::string* out, const char* name, const char* type,
+                  const char* help, const std::string& value) {
+  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type,
+                  "\n");
+  if (!value.empty()) absl::StrAppend(out, name, " ", value, "\n");
+}
+
+}  // namespace
+
+std::string RenderReshardMetrics(const MembershipStats& stats, int64_t now_ms) {
+  const bool checkpointed = stats.last_checkpoint_ms > 0;
+  std::string out;
+  AppendFamily(&out, "zshard_reshards_total", "counter",
+               "Re-shards that moved optimizer state and became stable.",
+               absl::StrCat(stats.reshards));
+  AppendFamily(&out, "zshard_reshard_bytes_total", "counter",
+               "Optimizer state bytes moved by stable re-shards.",
+               absl::StrCat(stats.reshard_bytes));
+  AppendFamily(&out, "zshard_last_reshard_seconds", "gauge",
+               "The latest re-shard's duration, from commit to the last "
+               "ACTIVE ack.",
+               absl::StrFormat("%.9g", stats.last_reshard_seconds));
+  AppendFamily(&out, "zshard_checkpoints_total", "counter",
+               "Checkpoints whose manifest was committed.",
+               absl::StrCat(stats.checkpoints));
+  AppendFamily(&out, "zshard_checkpoint_step", "gauge",
+               "The training step the newest committed checkpoint holds.",
+               checkpointed ? absl::StrCat(std::max<int64_t>(
+                                  0, stats.last_checkpoint_step))
+                            : "");
+  AppendFamily(
+      &out, "zshard_checkpoint_age_seconds", "gauge",
+      "Seconds since the newest checkpoint was committed.",
+      checkpointed
+          ? absl::StrFormat("%.3f", std::max<int64_t>(
+                                        0, now_ms - stats.last_checkpoint_ms) /
+                                        1000.0)
+          : "");
+  return out;
+}
+
+}  // namespace zshard::server
