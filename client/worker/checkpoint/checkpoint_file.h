@@ -7,8 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "client/worker/engine/engine_buffers.h"
 #include "zshard/v1/worker_service.pb.h"
@@ -30,7 +33,8 @@ absl::StatusOr<v1::CheckpointFile> WriteRankFile(
     const engine::EngineBuffers& state, const std::string& dir, int rank,
     int64_t step, int64_t adam_step);
 
-// A verified, open checkpoint file.
+// A verified, open checkpoint file. Copies share the open file; Read is
+// const and thread-safe.
 class RankFileReader {
  public:
   // Opens `path` and verifies its checksum and header. DataLoss for a
@@ -39,6 +43,10 @@ class RankFileReader {
 
   int64_t step() const { return step_; }
   int64_t adam_step() const { return adam_step_; }
+  // The writer's rank.
+  int rank() const { return rank_; }
+  // The ranges held, in file order.
+  std::vector<v1::ParamRange> ranges() const;
 
   // Copies the state of param `param_index` (expert rank `expert_rank`)
   // elements [begin, end) into the three arrays (end - begin floats each).
@@ -48,10 +56,18 @@ class RankFileReader {
                     float* exp_avg_sq) const;
 
  private:
+  // Closes the descriptor when the last copy goes.
+  struct File {
+    int fd = -1;
+    ~File();
+  };
+
   RankFileReader() = default;
   std::string path_;
+  std::shared_ptr<const File> file_;
   int64_t step_ = 0;
   int64_t adam_step_ = 0;
+  int rank_ = 0;
   // Ranges held and where each starts in the file.
   struct Entry {
     int param_index = 0;

@@ -35,6 +35,14 @@ class ReferenceOptimizer {
   // false when a non-finite gradient skipped the step.
   absl::StatusOr<bool> Step(const std::vector<Workload*>& rank_workloads);
 
+  // Changes W and I for the following steps, as a re-shard does: the
+  // gradients are then rounded as the new world's collectives round them;
+  // the state is unchanged. Requires world % instances == 0.
+  void set_topology(int world, int instances) {
+    options_.world = world;
+    options_.instances = instances;
+  }
+
   // The fp32 master of param p (fp32 params: the param itself).
   const std::vector<float>& master(int p) const { return master_[p]; }
   int64_t adam_step() const { return adam_step_; }
@@ -42,7 +50,7 @@ class ReferenceOptimizer {
 
  private:
   const plan::ModelSpec model_;
-  const Options options_;
+  Options options_;
   std::vector<std::vector<float>> master_, m_, v_, param_;
   int64_t step_ = 0;
   int64_t adam_step_ = 0;

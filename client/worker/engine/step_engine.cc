@@ -1,4 +1,5 @@
-// StepEngine: creation (buffers, communicators, Adam) and the step.
+// StepEngine: the step (reduce-scatter, commit point, Adam, all-gather) and
+// the completion of a step left pending at its commit point.
 #include "client/worker/engine/step_engine.h"
 
 #include <algorithm>
@@ -89,85 +90,6 @@ const char* StepOutcomeName(StepOutcome outcome) {
   return "invalid";
 }
 
-EngineConfig MakeEngineConfig(const job::JobSpec& job, const plan::Plan& plan,
-                              int rank, comm::KvStore* store) {
-  EngineConfig config;
-  config.model = job.model;
-  config.plan = plan;
-  config.rank = rank;
-  config.optimizer = job.optimizer;
-  config.store = store;
-  config.group_prefix = absl::StrCat("engine/", job.name);
-  return config;
-}
-
-StepEngine::StepEngine(const EngineConfig& config, const EngineOptions& options)
-    : config_(config), options_(options) {
-  hyper_.lr = config.optimizer.lr;
-  hyper_.beta1 = config.optimizer.beta1;
-  hyper_.beta2 = config.optimizer.beta2;
-  hyper_.eps = config.optimizer.eps;
-  hyper_.weight_decay = config.optimizer.weight_decay;
-}
-
-StepEngine::~StepEngine() = default;
-
-absl::StatusOr<std::unique_ptr<StepEngine>> StepEngine::Create(
-    const EngineConfig& config, const EngineOptions& options,
-    const Workload& workload) {
-  ZSHARD_RETURN_IF_ERROR(plan::CheckRank(config.plan, config.rank));
-  if (config.plan.world > 1 && config.store == nullptr) {
-    return absl::InvalidArgumentError(
-        "step engine: a rendezvous store is required when world > 1");
-  }
-  if (workload.global_batch() < 1) {
-    return absl::InvalidArgumentError(
-        "step engine: the workload's global batch must be >= 1");
-  }
-  std::unique_ptr<StepEngine> engine(new StepEngine(config, options));
-  // Bad hyperparameters must fail here, not after a commit point.
-  ZSHARD_RETURN_IF_ERROR(
-      optim::MakeAdamStepParams(engine->hyper_, 1, 1.0).status());
-  if (config.optimizer.clip_grad_norm < 0) {
-    return absl::InvalidArgumentError(
-        "step engine: clip_grad_norm must be >= 0");
-  }
-  ZSHARD_ASSIGN_OR_RETURN(
-      engine->buffers_,
-      EngineBuffers::Create(config.model, config.plan, config.rank, workload));
-  optim::CpuAdamOptions adam_options;
-  adam_options.num_threads = options.adam_threads;
-  ZSHARD_ASSIGN_OR_RETURN(engine->adam_, optim::CpuAdam::Create(adam_options));
-
-  const plan::Plan& plan = config.plan;
-  const int d = plan.shard_group_size;
-  const int instance = config.rank / d;
-  const int shard_rank = config.rank % d;
-  comm::CommOptions co;
-  co.store = config.store;
-  co.timeout_ms = options.comm_timeout_ms;
-  co.hostname = options.hostname;
-  co.chunk_bytes = options.chunk_bytes;
-  if (d > 1) {
-    co.rank = shard_rank;
-    co.size = d;
-    co.group = absl::StrCat(config.group_prefix, "/intra/", instance);
-    ZSHARD_ASSIGN_OR_RETURN(engine->intra_, comm::CreateCommunicator(co));
-  }
-  if (plan.instances > 1) {
-    co.rank = instance;
-    co.size = plan.instances;
-    co.group = absl::StrCat(config.group_prefix, "/inter/", shard_rank);
-    ZSHARD_ASSIGN_OR_RETURN(engine->inter_, comm::CreateCommunicator(co));
-  }
-  return engine;
-}
-
-void StepEngine::Abort() {
-  if (intra_) intra_->Abort();
-  if (inter_) inter_->Abort();
-}
-
 void StepEngine::CountTraffic(StepTelemetry& t) const {
   const int d = config_.plan.shard_group_size;
   const int i = config_.plan.instances;
@@ -214,7 +136,9 @@ absl::Status StepEngine::ReduceGradients(StepTelemetry& t) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> StepEngine::Commit(double local_loss, StepTelemetry& t) {
+absl::StatusOr<StepEngine::CommitArray> StepEngine::Commit(double local_loss,
+                                                           bool stop_requested,
+                                                           StepTelemetry& t) {
   const auto t0 = Clock::now();
   double nonfinite = 0, sq = 0;
   for (const WindowState& w : buffers_->windows()) {
@@ -229,24 +153,25 @@ absl::StatusOr<double> StepEngine::Commit(double local_loss, StepTelemetry& t) {
   }
   // Every instance holds the same reduced gradients: divide by I so the
   // world sum counts each element once. The loss comes from disjoint
-  // samples on every rank, so it is summed as is.
-  float values[3] = {static_cast<float>(nonfinite / config_.plan.instances),
-                     static_cast<float>(sq / config_.plan.instances),
-                     static_cast<float>(local_loss)};
+  // samples on every rank, so it is summed as is. The stop flag rides
+  // along, so stopping at a common step costs no extra collective.
+  CommitArray values = {static_cast<float>(nonfinite / config_.plan.instances),
+                        static_cast<float>(sq / config_.plan.instances),
+                        static_cast<float>(local_loss),
+                        stop_requested ? 1.0f : 0.0f};
   if (intra_) {
-    ZSHARD_RETURN_IF_ERROR(intra_->AllReduce(values, 3, comm::DataType::kFp32,
+    ZSHARD_RETURN_IF_ERROR(intra_->AllReduce(values.data(), kCommitValues,
+                                             comm::DataType::kFp32,
                                              comm::ReduceOp::kSum));
   }
   if (inter_) {
-    ZSHARD_RETURN_IF_ERROR(inter_->AllReduce(values, 3, comm::DataType::kFp32,
+    ZSHARD_RETURN_IF_ERROR(inter_->AllReduce(values.data(), kCommitValues,
+                                             comm::DataType::kFp32,
                                              comm::ReduceOp::kSum));
   }
-  // Rounded: I replicas of count / I add up to the count.
-  t.nonfinite = std::llround(values[0]);
-  if (values[0] > 0 && t.nonfinite == 0) t.nonfinite = 1;
-  t.loss = static_cast<double>(values[2]);
+  if (options_.commit_fault) ZSHARD_RETURN_IF_ERROR(options_.commit_fault());
   t.times.commit = Since(t0);
-  return static_cast<double>(values[1]);
+  return values;
 }
 
 absl::Status StepEngine::AllGather(int w) {
@@ -260,7 +185,7 @@ absl::Status StepEngine::AllGather(int w) {
                            CommType(b.key.param_dtype));
 }
 
-absl::Status StepEngine::UpdateAndGather(StepTelemetry& t) {
+absl::Status StepEngine::UpdateAndGather(StepTelemetry& t, bool gather) {
   ZSHARD_ASSIGN_OR_RETURN(
       const optim::AdamStepParams params,
       optim::MakeAdamStepParams(
@@ -299,7 +224,7 @@ absl::Status StepEngine::UpdateAndGather(StepTelemetry& t) {
     // Gathers run one at a time (one operation per communicator), each
     // overlapping the next window's Adam.
     wait_pending();
-    if (!intra_ || !gather_status.ok()) continue;
+    if (!gather || !intra_ || !gather_status.ok()) continue;
     const int wi = static_cast<int>(w);
     auto gather = [this, wi]() {
       const auto g0 = Clock::now();
@@ -318,7 +243,8 @@ absl::Status StepEngine::UpdateAndGather(StepTelemetry& t) {
   return gather_status;
 }
 
-StepResult StepEngine::Step(Workload& workload) {
+StepResult StepEngine::Step(Workload& workload, bool stop_requested) {
+  commit_pending_ = false;  // the gradients are about to be overwritten
   const auto g0 = Clock::now();
   absl::StatusOr<double> loss = workload.Gradients(step_ + 1, *buffers_);
   const double gradient_seconds = Since(g0);
@@ -331,14 +257,16 @@ StepResult StepEngine::Step(Workload& workload) {
     result.telemetry.adam_step = adam_step_;
     result.telemetry.skipped_steps = skipped_steps_;
   } else {
-    result = StepOnBuffers(workload.global_batch(), *loss, workload.has_loss());
+    result = StepOnBuffers(workload.global_batch(), *loss, workload.has_loss(),
+                           stop_requested);
   }
   result.telemetry.times.gradients = gradient_seconds;
   return result;
 }
 
 StepResult StepEngine::StepOnBuffers(int64_t global_batch, double local_loss,
-                                     bool has_loss) {
+                                     bool has_loss, bool stop_requested) {
+  commit_pending_ = false;
   StepResult result;
   StepTelemetry& t = result.telemetry;
   t.step = step_ + 1;
@@ -356,18 +284,38 @@ StepResult StepEngine::StepOnBuffers(int64_t global_batch, double local_loss,
   };
 
   const auto s0 = Clock::now();
-  double sq_norm = 0;
   absl::Status status = ReduceGradients(t);
-  if (status.ok()) {
-    absl::StatusOr<double> committed = Commit(local_loss, t);
-    status = committed.status();
-    if (committed.ok()) sq_norm = *committed;
-  }
   if (!status.ok()) {
     t.times.step = Since(s0);
     return fail(std::move(status), StepOutcome::kFailedBeforeCommit);
   }
-  // Past the commit point: every rank saw the same count and norm.
+  absl::StatusOr<CommitArray> committed = Commit(local_loss, stop_requested, t);
+  if (!committed.ok()) {
+    // The reduced gradients stay in the grad buffers: the step can still
+    // be finished if some rank passed this commit point.
+    commit_pending_ = true;
+    result.commit_pending = true;
+    t.times.step = Since(s0);
+    return fail(committed.status(), StepOutcome::kFailedBeforeCommit);
+  }
+  // Past the commit point: every rank saw the same values.
+  result.commit_values.assign(committed->begin(), committed->end());
+  result.stop = (*committed)[3] > 0;
+  status = ApplyCommitted(*committed, t, /*gather=*/true);
+  t.times.step = Since(s0);
+  if (!status.ok()) return fail(std::move(status), t.outcome);
+  t.adam_step = adam_step_;
+  t.skipped_steps = skipped_steps_;
+  return result;
+}
+
+absl::Status StepEngine::ApplyCommitted(const CommitArray& values,
+                                        StepTelemetry& t, bool gather) {
+  // Rounded: I replicas of count / I add up to the count.
+  t.nonfinite = std::llround(values[0]);
+  if (values[0] > 0 && t.nonfinite == 0) t.nonfinite = 1;
+  t.loss = static_cast<double>(values[2]);
+  const double sq_norm = static_cast<double>(values[1]);
   ++step_;
   const double batch = static_cast<double>(global_batch_);
   t.grad_norm = std::sqrt(std::max(0.0, sq_norm)) / batch;
@@ -375,20 +323,35 @@ StepResult StepEngine::StepOnBuffers(int64_t global_batch, double local_loss,
   if (t.nonfinite > 0 || !std::isfinite(sq_norm)) {
     ++skipped_steps_;
     t.outcome = StepOutcome::kSkipped;
-  } else {
-    if (options_.after_commit) options_.after_commit();
-    status = UpdateAndGather(t);
-    ++adam_step_;
-    if (!status.ok()) {
-      t.times.step = Since(s0);
-      return fail(std::move(status), StepOutcome::kFailedAfterCommit);
-    }
-    t.outcome = StepOutcome::kApplied;
+    return absl::OkStatus();
   }
-  t.times.step = Since(s0);
-  t.adam_step = adam_step_;
-  t.skipped_steps = skipped_steps_;
-  return result;
+  if (gather && options_.after_commit) options_.after_commit();
+  const absl::Status status = UpdateAndGather(t, gather);
+  ++adam_step_;
+  t.outcome =
+      status.ok() ? StepOutcome::kApplied : StepOutcome::kFailedAfterCommit;
+  return status;
+}
+
+absl::Status StepEngine::FinishPendingStep(
+    absl::Span<const double> commit_values) {
+  if (!commit_pending_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("step engine: no step is pending after step ", step_));
+  }
+  if (commit_values.size() != kCommitValues) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step engine: commit values have ", commit_values.size(),
+                     " elements, want ", kCommitValues));
+  }
+  CommitArray values;
+  // Exact: the values were fp32 on the rank that passed.
+  for (int i = 0; i < kCommitValues; ++i) {
+    values[i] = static_cast<float>(commit_values[i]);
+  }
+  commit_pending_ = false;
+  StepTelemetry t;
+  return ApplyCommitted(values, t, /*gather=*/false);
 }
 
 }  // namespace zshard::engine

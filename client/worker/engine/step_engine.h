@@ -1,16 +1,21 @@
 // StepEngine: one rank's ZeRO-1 step (DESIGN.md section 5): reduce-scatter
 // of each bucket's grads in the instance, all-reduce of the owned slices
 // across instances, the commit point (one world all-reduce of the
-// non-finite count and the squared norm), Adam on the owned windows and the
-// all-gather of each bucket overlapped with the next bucket's Adam.
+// non-finite count, the squared norm and the stop flag), Adam on the owned
+// windows and the all-gather of each bucket overlapped with the next
+// bucket's Adam; and what a transition needs: a stop at a common step, the
+// completion of a step left pending at its commit point, and an engine on
+// state moved in from another epoch.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "client/worker/comm/communicator.h"
 #include "client/worker/comm/kv_store.h"
 #include "client/worker/engine/engine_buffers.h"
@@ -58,6 +63,11 @@ struct EngineOptions {
   // Called on the stepping thread right after the commit point of every
   // applied step, before Adam (fault injection in tests). Default none.
   std::function<void()> after_commit;
+  // Called on the stepping thread right after this rank's commit
+  // all-reduce returned; a non-OK status is taken as that all-reduce
+  // failing on this rank alone, after its peers got the reduced values
+  // (fault injection in tests: the commit-pending case). Default none.
+  std::function<absl::Status()> commit_fault;
 };
 
 // Thread-compatible: one Step at a time; Abort() may be called from any
@@ -72,6 +82,21 @@ class StepEngine {
       const EngineConfig& config, const EngineOptions& options,
       const Workload& workload);
 
+  // An engine of `config` on `buffers` (made by EngineBuffers::Create for
+  // config's plan and rank) whose owned windows already hold the optimizer
+  // state after training step `step` with `adam_step` Adam updates (filled
+  // by reshard::StateMover or a checkpoint). Joins the epoch's rendezvous
+  // like Create, then writes every owned master into its param window
+  // (rounded as Adam rounds) and all-gathers every bucket in the instance,
+  // so that every param buffer is complete. step() and adam_step() start at
+  // the given values, so bias correction goes on as if undisturbed; a step
+  // - adam_step gap counts as skipped steps. InvalidArgument for a bad
+  // config, buffers of another plan or rank, or bad counters; the
+  // communicator's status otherwise (the engine is then discarded).
+  static absl::StatusOr<std::unique_ptr<StepEngine>> CreateFromState(
+      const EngineConfig& config, const EngineOptions& options,
+      std::unique_ptr<EngineBuffers> buffers, int64_t step, int64_t adam_step);
+
   ~StepEngine();
   StepEngine(const StepEngine&) = delete;
   StepEngine& operator=(const StepEngine&) = delete;
@@ -82,14 +107,30 @@ class StepEngine {
   // (the step can be redone on new communicators); after it, Adam is
   // finished and the all-gather's error returned (telemetry.outcome says
   // which). After an error every communicator of this engine is aborted.
-  StepResult Step(Workload& workload);
+  // `stop_requested` travels in the commit all-reduce: when any rank sets
+  // it, every rank's result has stop = true (see StepResult).
+  StepResult Step(Workload& workload, bool stop_requested = false);
 
   // The same step on gradients already in buffers() (written by the
   // caller, e.g. a training loop handing its gradients in, or a benchmark):
   // `local_loss` is this rank's summed loss (when has_loss) and the summed
   // gradients are divided by `global_batch` (>= 1).
   StepResult StepOnBuffers(int64_t global_batch, double local_loss,
-                           bool has_loss);
+                           bool has_loss, bool stop_requested = false);
+
+  // Completes the step whose result had commit_pending, with the
+  // commit_values of a rank that passed that step's commit point: skips it
+  // or runs Adam (clipped as that rank did) on every owned window exactly
+  // as the step would have, counters included; no collective runs (the
+  // params outside this rank's windows are stale until the next epoch's
+  // all-gather). Afterwards step() is one higher. FailedPrecondition when
+  // no step is pending (a later Step drops a pending one);
+  // InvalidArgument for values of the wrong size.
+  absl::Status FinishPendingStep(absl::Span<const double> commit_values);
+
+  // True after a Step whose result had commit_pending, until it is
+  // finished or another Step runs.
+  bool commit_pending() const { return commit_pending_; }
 
   // Aborts every communicator: pending and later collectives fail, here and
   // (as connections drop) at the peers. Thread-safe, idempotent.
@@ -101,19 +142,39 @@ class StepEngine {
   int64_t adam_step() const { return adam_step_; }
   int64_t skipped_steps() const { return skipped_steps_; }
 
+  // The buffers stay valid (and readable, e.g. as a StateMover source)
+  // after the communicators failed or were aborted.
   EngineBuffers& buffers() { return *buffers_; }
   const EngineBuffers& buffers() const { return *buffers_; }
 
  private:
+  // The commit all-reduce's elements: non-finite count / I, squared norm /
+  // I, summed loss, stop requests.
+  static constexpr int kCommitValues = 4;
+  using CommitArray = std::array<float, kCommitValues>;
+
   StepEngine(const EngineConfig& config, const EngineOptions& options);
+  // What Create and CreateFromState share: Validate checks the config
+  // (before any allocation); Connect makes the Adam kernel and joins the
+  // communicators' rendezvous.
+  absl::Status Validate() const;
+  absl::Status Connect();
   absl::Status ReduceGradients(StepTelemetry& t);
-  // Local norm and count, then the world all-reduce; returns the world's
-  // squared norm of the summed gradients (each element counted once).
-  absl::StatusOr<double> Commit(double local_loss, StepTelemetry& t);
-  // Adam on every window, each bucket's all-gather overlapping the next
-  // window's Adam; returns the first all-gather error.
-  absl::Status UpdateAndGather(StepTelemetry& t);
+  // Local norm and count, then the world all-reduce of the commit values.
+  absl::StatusOr<CommitArray> Commit(double local_loss, bool stop_requested,
+                                     StepTelemetry& t);
+  // Past the commit point: counts the step, then skips it or runs Adam
+  // (with the all-gathers when `gather`). Returns Adam's or the first
+  // all-gather's error; telemetry says which.
+  absl::Status ApplyCommitted(const CommitArray& values, StepTelemetry& t,
+                              bool gather);
+  // Adam on every window, each bucket's all-gather (when `gather`)
+  // overlapping the next window's Adam; returns the first all-gather error.
+  absl::Status UpdateAndGather(StepTelemetry& t, bool gather);
   absl::Status AllGather(int w);
+  // Writes every owned master into its param window and all-gathers every
+  // bucket (CreateFromState).
+  absl::Status PublishParams();
   void CountTraffic(StepTelemetry& t) const;
 
   const EngineConfig config_;
@@ -127,6 +188,7 @@ class StepEngine {
   int64_t adam_step_ = 0;
   int64_t skipped_steps_ = 0;
   int64_t global_batch_ = 1;  // of the workload of the running step
+  bool commit_pending_ = false;
 };
 
 }  // namespace zshard::engine

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "client/worker/engine/engine_buffers.h"
@@ -59,6 +60,19 @@ struct StepTelemetry {
 struct StepResult {
   absl::Status status;
   StepTelemetry telemetry;
+  // Some rank passed stop_requested to this step: its commit all-reduce
+  // carried the flag to every rank, so every rank that passed the commit
+  // point stops after this same step. False when the commit point failed.
+  bool stop = false;
+  // The step failed inside the commit all-reduce (after this rank's
+  // reduced gradients were complete): the optimizer state is still at the
+  // previous step, and FinishPendingStep can complete the step with the
+  // commit values of a rank that passed.
+  bool commit_pending = false;
+  // The commit all-reduce's reduced values when this rank passed the
+  // commit point (empty otherwise). Opaque: what FinishPendingStep takes
+  // on a rank whose same step is commit_pending.
+  std::vector<double> commit_values;
 };
 
 }  // namespace zshard::engine

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "client/worker/comm/communicator.h"
 #include "client/worker/comm/kv_store.h"
 #include "client/worker/engine/engine_buffers.h"
@@ -53,14 +55,19 @@ struct MoveInput {
   int64_t timeout_ms = 30000;
   // Local address to listen on. Default loopback.
   std::string hostname = "127.0.0.1";
-  // Payload bytes per message (each followed by its checksum). Default 4 MiB.
+  // Payload bytes per message (each followed by its checksum); every
+  // member must pass the same value. Default 4 MiB.
   size_t chunk_bytes = size_t{4} << 20;
+  // Fault injection in tests: when set, a sender calls it on every packed
+  // chunk's payload after taking its checksum (bytes changed on the way).
+  // Default none.
+  std::function<void(absl::Span<char>)> tamper_chunk;
 };
 
 struct MoveStats {
-  int64_t bytes_sent = 0;       // state bytes (12 per element), no checksums
+  int64_t bytes_sent = 0;  // state bytes (12 per element), no checksums
   int64_t bytes_received = 0;
-  int64_t bytes_kept = 0;       // copied from old_state to new_state
+  int64_t bytes_kept = 0;  // copied from old_state to new_state
   int64_t bytes_from_checkpoint = 0;
   double seconds = 0;
 };
@@ -90,6 +97,13 @@ class StateMover {
   void Abort();
 
  private:
+  // Joins the communicator of `participants` (sorted worker ids, this one
+  // at `index`) and publishes it to Abort.
+  absl::StatusOr<std::unique_ptr<comm::Communicator>> Connect(
+      const std::vector<std::string>& participants, int index);
+  // Everything but the timing: keep, connect, walk the moves, check.
+  absl::Status RunMoves(MoveStats& stats);
+
   MoveInput input_;
   std::atomic<bool> aborted_{false};
   absl::Mutex mu_;

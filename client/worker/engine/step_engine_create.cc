@@ -1,0 +1,154 @@
+// StepEngine: creation, on fresh buffers (Create) or on buffers that already
+// hold a step's optimizer state (CreateFromState, after a re-shard or a
+// restore), and the communicators both join.
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/worker/engine/elements.h"
+#include "client/worker/engine/step_engine.h"
+#include "common/status.h"
+
+namespace zshard::engine {
+
+EngineConfig MakeEngineConfig(const job::JobSpec& job, const plan::Plan& plan,
+                              int rank, comm::KvStore* store) {
+  EngineConfig config;
+  config.model = job.model;
+  config.plan = plan;
+  config.rank = rank;
+  config.optimizer = job.optimizer;
+  config.store = store;
+  config.group_prefix = absl::StrCat("engine/", job.name);
+  return config;
+}
+
+StepEngine::StepEngine(const EngineConfig& config, const EngineOptions& options)
+    : config_(config), options_(options) {
+  hyper_.lr = config.optimizer.lr;
+  hyper_.beta1 = config.optimizer.beta1;
+  hyper_.beta2 = config.optimizer.beta2;
+  hyper_.eps = config.optimizer.eps;
+  hyper_.weight_decay = config.optimizer.weight_decay;
+}
+
+StepEngine::~StepEngine() = default;
+
+absl::StatusOr<std::unique_ptr<StepEngine>> StepEngine::Create(
+    const EngineConfig& config, const EngineOptions& options,
+    const Workload& workload) {
+  ZSHARD_RETURN_IF_ERROR(plan::CheckRank(config.plan, config.rank));
+  if (workload.global_batch() < 1) {
+    return absl::InvalidArgumentError(
+        "step engine: the workload's global batch must be >= 1");
+  }
+  std::unique_ptr<StepEngine> engine(new StepEngine(config, options));
+  ZSHARD_RETURN_IF_ERROR(engine->Validate());
+  ZSHARD_ASSIGN_OR_RETURN(
+      engine->buffers_,
+      EngineBuffers::Create(config.model, config.plan, config.rank, workload));
+  ZSHARD_RETURN_IF_ERROR(engine->Connect());
+  return engine;
+}
+
+absl::StatusOr<std::unique_ptr<StepEngine>> StepEngine::CreateFromState(
+    const EngineConfig& config, const EngineOptions& options,
+    std::unique_ptr<EngineBuffers> buffers, int64_t step, int64_t adam_step) {
+  ZSHARD_RETURN_IF_ERROR(plan::CheckRank(config.plan, config.rank));
+  if (buffers == nullptr) {
+    return absl::InvalidArgumentError("step engine: buffers are required");
+  }
+  if (buffers->plan().hash != config.plan.hash ||
+      buffers->rank_plan().rank != config.rank) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step engine: the buffers are of plan ", buffers->plan().hash, " rank ",
+        buffers->rank_plan().rank, ", not of plan ", config.plan.hash, " rank ",
+        config.rank));
+  }
+  if (step < 0 || adam_step < 0 || adam_step > step) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step engine: bad counters: step ", step, ", adam step ", adam_step));
+  }
+  std::unique_ptr<StepEngine> engine(new StepEngine(config, options));
+  ZSHARD_RETURN_IF_ERROR(engine->Validate());
+  engine->buffers_ = std::move(buffers);
+  engine->step_ = step;
+  engine->adam_step_ = adam_step;
+  engine->skipped_steps_ = step - adam_step;
+  ZSHARD_RETURN_IF_ERROR(engine->Connect());
+  if (absl::Status s = engine->PublishParams(); !s.ok()) {
+    engine->Abort();
+    return s;
+  }
+  return engine;
+}
+
+absl::Status StepEngine::Validate() const {
+  if (config_.plan.world > 1 && config_.store == nullptr) {
+    return absl::InvalidArgumentError(
+        "step engine: a rendezvous store is required when world > 1");
+  }
+  // Bad hyperparameters must fail here, not after a commit point.
+  ZSHARD_RETURN_IF_ERROR(optim::MakeAdamStepParams(hyper_, 1, 1.0).status());
+  if (config_.optimizer.clip_grad_norm < 0) {
+    return absl::InvalidArgumentError(
+        "step engine: clip_grad_norm must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StepEngine::Connect() {
+  optim::CpuAdamOptions adam_options;
+  adam_options.num_threads = options_.adam_threads;
+  ZSHARD_ASSIGN_OR_RETURN(adam_, optim::CpuAdam::Create(adam_options));
+
+  const plan::Plan& plan = config_.plan;
+  const int d = plan.shard_group_size;
+  const int instance = config_.rank / d;
+  const int shard_rank = config_.rank % d;
+  comm::CommOptions co;
+  co.store = config_.store;
+  co.timeout_ms = options_.comm_timeout_ms;
+  co.hostname = options_.hostname;
+  co.chunk_bytes = options_.chunk_bytes;
+  if (d > 1) {
+    co.rank = shard_rank;
+    co.size = d;
+    co.group = absl::StrCat(config_.group_prefix, "/intra/", instance);
+    ZSHARD_ASSIGN_OR_RETURN(intra_, comm::CreateCommunicator(co));
+  }
+  if (plan.instances > 1) {
+    co.rank = instance;
+    co.size = plan.instances;
+    co.group = absl::StrCat(config_.group_prefix, "/inter/", shard_rank);
+    ZSHARD_ASSIGN_OR_RETURN(inter_, comm::CreateCommunicator(co));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StepEngine::PublishParams() {
+  std::vector<WindowState>& windows = buffers_->windows();
+  for (size_t w = 0; w < windows.size(); ++w) {
+    const WindowState& win = windows[w];
+    // fp32 params are their own master: nothing to write.
+    if (win.master.empty()) continue;
+    BufferState& b = buffers_->buffers()[win.buffer];
+    for (const optim::Segment& seg : win.segments) {
+      for (int64_t i = seg.begin; i < seg.end; ++i) {
+        StoreElement(b.key.param_dtype, b.params.data(), win.start + i,
+                     win.master[i]);
+      }
+    }
+  }
+  if (!intra_) return absl::OkStatus();
+  for (size_t w = 0; w < windows.size(); ++w) {
+    ZSHARD_RETURN_IF_ERROR(AllGather(static_cast<int>(w)));
+  }
+  return absl::OkStatus();
+}
+
+void StepEngine::Abort() {
+  if (intra_) intra_->Abort();
+  if (inter_) inter_->Abort();
+}
+
+}  // namespace zshard::engine

@@ -1,0 +1,60 @@
+// ParamSpace: where a param-space range of optimizer state (param index,
+// element range of the flattened param) lives in one rank's EngineBuffers
+// (owned window and offset in it), from the plan's pieces; and copies of
+// master, m and v between such a range and flat arrays.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "client/worker/engine/engine_buffers.h"
+
+namespace zshard::reshard {
+
+// Param elements [begin, end) held at window `window`, element `offset` of
+// the window.
+struct Slice {
+  int window = 0;
+  int64_t offset = 0;
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+
+// An index of the owned pieces of one EngineBuffers. Holds no pointer to
+// them; immutable after construction, so thread-safe.
+class ParamSpace {
+ public:
+  explicit ParamSpace(const engine::EngineBuffers& buffers);
+
+  // The slices, in param-element order, that together hold [begin, end) of
+  // param `param_index`, clipped to that range. InvalidArgument naming the
+  // range when any element of it is not owned (or expert_rank != 0: these
+  // buffers hold dense params only).
+  absl::StatusOr<std::vector<Slice>> Find(int param_index, int expert_rank,
+                                          int64_t begin, int64_t end) const;
+
+  // Every owned slice of param `param_index`, in element order (none for
+  // an index out of range).
+  absl::Span<const Slice> slices(int param_index) const;
+
+  int num_params() const { return static_cast<int>(by_param_.size()); }
+
+ private:
+  std::vector<std::vector<Slice>> by_param_;
+};
+
+// Copies the state of param elements [begin, end), held by `slices` (as
+// returned by Find for a range containing it), into the three arrays of
+// end - begin floats each.
+void CopyOut(const engine::EngineBuffers& buffers,
+             absl::Span<const Slice> slices, int64_t begin, int64_t end,
+             float* master, float* exp_avg, float* exp_avg_sq);
+
+// The reverse: writes the three arrays into [begin, end) of `buffers`.
+void CopyIn(engine::EngineBuffers& buffers, absl::Span<const Slice> slices,
+            int64_t begin, int64_t end, const float* master,
+            const float* exp_avg, const float* exp_avg_sq);
+
+}  // namespace zshard::reshard

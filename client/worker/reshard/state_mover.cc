@@ -1,0 +1,313 @@
+// StateMover: keeps the local ranges, connects the participants of the
+// member moves, walks the move list (send, receive, read a checkpoint),
+// and checks that every owned element of the new buffers was filled.
+#include "client/worker/reshard/state_mover.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/worker/checkpoint/checkpoint_file.h"
+#include "client/worker/reshard/abortable_store.h"
+#include "client/worker/reshard/param_space.h"
+#include "client/worker/reshard/range_transfer.h"
+#include "common/status.h"
+
+namespace zshard::reshard {
+namespace {
+
+constexpr int64_t kStateBytes = 12;  // master, m and v per element
+
+// Param-space intervals filled so far, per param.
+class Coverage {
+ public:
+  explicit Coverage(int num_params) : filled_(num_params) {}
+
+  void Add(int param, int64_t begin, int64_t end) {
+    filled_[param].emplace_back(begin, end);
+  }
+
+  // The first element range of `space`'s slices not filled, if any.
+  std::optional<std::pair<int, std::pair<int64_t, int64_t>>> FirstGap(
+      const ParamSpace& space) {
+    for (int p = 0; p < space.num_params(); ++p) {
+      std::vector<std::pair<int64_t, int64_t>>& v = filled_[p];
+      std::sort(v.begin(), v.end());
+      for (const Slice& s : space.slices(p)) {
+        int64_t cursor = s.begin;
+        for (const auto& [b, e] : v) {
+          if (b > cursor) break;
+          cursor = std::max(cursor, e);
+        }
+        if (cursor < s.end)
+          return std::make_pair(p, std::make_pair(cursor, s.end));
+      }
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> filled_;
+};
+
+std::string RangeName(const engine::EngineBuffers& b, int param, int64_t begin,
+                      int64_t end) {
+  const std::string name =
+      param >= 0 && param < static_cast<int>(b.model().params.size())
+          ? b.model().params[param].name
+          : absl::StrCat("#", param);
+  return absl::StrCat("param '", name, "' elements [", begin, ", ", end, ")");
+}
+
+absl::Status WithContext(const absl::Status& s, const std::string& what) {
+  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+}
+
+// Copies every element that both buffers own from `from` into `to`.
+int64_t KeepLocal(const engine::EngineBuffers& from,
+                  const ParamSpace& old_space, engine::EngineBuffers& to,
+                  const ParamSpace& new_space, Coverage& coverage) {
+  int64_t elements = 0;
+  for (int p = 0; p < new_space.num_params(); ++p) {
+    for (const Slice& ns : new_space.slices(p)) {
+      for (const Slice& os : old_space.slices(p)) {
+        const int64_t b = std::max(ns.begin, os.begin);
+        const int64_t e = std::min(ns.end, os.end);
+        if (b >= e) continue;
+        const int64_t at = ns.offset + (b - ns.begin);
+        CopyOut(from, {&os, 1}, b, e, to.master(ns.window) + at,
+                to.windows()[ns.window].exp_avg.data() + at,
+                to.windows()[ns.window].exp_avg_sq.data() + at);
+        coverage.Add(p, b, e);
+        elements += e - b;
+      }
+    }
+  }
+  return elements;
+}
+
+// Reads [begin, end) of a param from a checkpoint file into `to`.
+absl::Status ReadRange(const checkpoint::RankFileReader& reader,
+                       const v1::Move& move, engine::EngineBuffers& to,
+                       absl::Span<const Slice> slices) {
+  for (const Slice& s : slices) {
+    engine::WindowState& win = to.windows()[s.window];
+    absl::Status st = reader.Read(
+        move.param_index(), move.expert_rank(), s.begin, s.end,
+        to.master(s.window) + s.offset, win.exp_avg.data() + s.offset,
+        win.exp_avg_sq.data() + s.offset);
+    if (!st.ok()) return absl::DataLossError(st.message());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+StateMover::StateMover(MoveInput input) : input_(std::move(input)) {}
+
+StateMover::~StateMover() = default;
+
+void StateMover::Abort() {
+  aborted_ = true;
+  absl::MutexLock lock(&mu_);
+  if (comm_ != nullptr) comm_->Abort();
+}
+
+absl::StatusOr<MoveStats> StateMover::Run() {
+  const auto t0 = std::chrono::steady_clock::now();
+  MoveStats stats;
+  absl::Status status = RunMoves(stats);
+  if (!status.ok() && aborted_) {
+    return absl::AbortedError(
+        absl::StrCat("state moves aborted: ", status.message()));
+  }
+  ZSHARD_RETURN_IF_ERROR(status);
+  stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  return stats;
+}
+
+absl::StatusOr<std::unique_ptr<comm::Communicator>> StateMover::Connect(
+    const std::vector<std::string>& participants, int index) {
+  if (input_.store == nullptr) {
+    return absl::InvalidArgumentError(
+        "state moves: a rendezvous store is required for member moves");
+  }
+  AbortableStore store(input_.store, &aborted_);
+  comm::CommOptions co;
+  co.rank = index;
+  co.size = static_cast<int>(participants.size());
+  co.group = input_.group;
+  co.store = &store;
+  co.timeout_ms = input_.timeout_ms;
+  co.hostname = input_.hostname;
+  ZSHARD_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> comm,
+                          comm::CreateCommunicator(co));
+  absl::MutexLock lock(&mu_);
+  comm_ = comm.get();
+  // An Abort that came while connecting found no communicator to abort.
+  if (aborted_) comm_->Abort();
+  return comm;
+}
+
+absl::Status StateMover::RunMoves(MoveStats& stats) {
+  if (aborted_) return absl::AbortedError("state moves: aborted");
+  const engine::EngineBuffers* old_state = input_.old_state;
+  engine::EngineBuffers* new_state = input_.new_state;
+  std::optional<ParamSpace> old_space, new_space;
+  if (old_state != nullptr) old_space.emplace(*old_state);
+  if (new_state != nullptr) new_space.emplace(*new_state);
+  Coverage coverage(new_space ? new_space->num_params() : 0);
+  if (old_space && new_space) {
+    stats.bytes_kept =
+        kStateBytes *
+        KeepLocal(*old_state, *old_space, *new_state, *new_space, coverage);
+  }
+
+  // Resolve every move this worker takes part in before any traffic, so a
+  // move it cannot serve fails here.
+  const std::string& self = input_.self;
+  struct Mine {
+    std::vector<Slice> from, to;
+  };
+  std::vector<Mine> mine(input_.moves.size());
+  std::set<std::string> members;
+  for (size_t i = 0; i < input_.moves.size(); ++i) {
+    const v1::Move& m = input_.moves[i];
+    if (!m.from_worker_id().empty()) {
+      members.insert(m.from_worker_id());
+      members.insert(m.to_worker_id());
+    }
+    const bool sends =
+        !m.from_worker_id().empty() && m.from_worker_id() == self;
+    const bool receives = m.to_worker_id() == self;
+    auto bad = [&](const std::string& why) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("state moves: move ", i, " of param ", m.param_index(),
+                       " elements [", m.begin(), ", ", m.end(), "): ", why));
+    };
+    if (sends) {
+      if (!old_space) return bad("this worker holds no state to send");
+      if (m.from_rank() != old_state->rank_plan().rank) {
+        return bad(absl::StrCat("it names sender rank ", m.from_rank(),
+                                ", this worker held rank ",
+                                old_state->rank_plan().rank));
+      }
+      ZSHARD_ASSIGN_OR_RETURN(mine[i].from,
+                              old_space->Find(m.param_index(), m.expert_rank(),
+                                              m.begin(), m.end()));
+    }
+    if (receives) {
+      if (!new_space) return bad("this worker has no new buffers");
+      if (m.to_rank() != new_state->rank_plan().rank) {
+        return bad(absl::StrCat("it names receiver rank ", m.to_rank(),
+                                ", this worker has rank ",
+                                new_state->rank_plan().rank));
+      }
+      ZSHARD_ASSIGN_OR_RETURN(mine[i].to,
+                              new_space->Find(m.param_index(), m.expert_rank(),
+                                              m.begin(), m.end()));
+    }
+  }
+
+  const std::vector<std::string> participants(members.begin(), members.end());
+  const auto me = std::find(participants.begin(), participants.end(), self);
+  std::unique_ptr<comm::Communicator> comm;
+  std::map<std::string, int> index;
+  if (me != participants.end() && participants.size() >= 2) {
+    for (size_t k = 0; k < participants.size(); ++k) {
+      index[participants[k]] = static_cast<int>(k);
+    }
+    ZSHARD_ASSIGN_OR_RETURN(
+        comm,
+        Connect(participants, static_cast<int>(me - participants.begin())));
+  }
+  // Unpublish before the communicator goes away.
+  struct Unpublish {
+    StateMover* mover;
+    ~Unpublish() {
+      absl::MutexLock lock(&mover->mu_);
+      mover->comm_ = nullptr;
+    }
+  } unpublish{this};
+
+  RangeTransfer transfer(comm.get(), input_.chunk_bytes, input_.tamper_chunk,
+                         &aborted_);
+  std::map<std::string, checkpoint::RankFileReader> readers;
+  for (size_t i = 0; i < input_.moves.size(); ++i) {
+    const v1::Move& m = input_.moves[i];
+    const bool sends =
+        !m.from_worker_id().empty() && m.from_worker_id() == self;
+    const bool receives = m.to_worker_id() == self;
+    if (!sends && !receives) continue;
+    if (aborted_) return absl::AbortedError("state moves: aborted");
+    const std::string what = absl::StrCat(
+        "state moves: ", RangeName(receives ? *new_state : *old_state,
+                                   m.param_index(), m.begin(), m.end()));
+    const int64_t bytes = kStateBytes * (m.end() - m.begin());
+    const uint32_t tag = static_cast<uint32_t>(i);
+    if (m.from_worker_id().empty()) {  // from a checkpoint
+      auto it = readers.find(m.checkpoint_file());
+      if (it == readers.end()) {
+        const std::string path =
+            input_.checkpoint_dir.empty()
+                ? m.checkpoint_file()
+                : absl::StrCat(input_.checkpoint_dir, "/", m.checkpoint_file());
+        absl::StatusOr<checkpoint::RankFileReader> reader =
+            checkpoint::RankFileReader::Open(path);
+        if (!reader.ok()) return WithContext(reader.status(), what);
+        it = readers.emplace(m.checkpoint_file(), std::move(*reader)).first;
+      }
+      absl::Status s = ReadRange(it->second, m, *new_state, mine[i].to);
+      if (!s.ok()) return WithContext(s, what);
+      stats.bytes_from_checkpoint += bytes;
+    } else if (sends && receives) {  // to itself: a local copy
+      for (const Slice& s : mine[i].to) {
+        CopyOut(*old_state, mine[i].from, s.begin, s.end,
+                new_state->master(s.window) + s.offset,
+                new_state->windows()[s.window].exp_avg.data() + s.offset,
+                new_state->windows()[s.window].exp_avg_sq.data() + s.offset);
+      }
+      stats.bytes_kept += bytes;
+    } else if (sends) {
+      absl::Status s =
+          transfer.Send(index.at(m.to_worker_id()), tag, *old_state,
+                        mine[i].from, m.begin(), m.end());
+      if (!s.ok()) {
+        return WithContext(s, absl::StrCat(what, " to ", m.to_worker_id()));
+      }
+      stats.bytes_sent += bytes;
+      continue;
+    } else {
+      absl::Status s =
+          transfer.Recv(index.at(m.from_worker_id()), tag, *new_state,
+                        mine[i].to, m.begin(), m.end());
+      if (!s.ok()) {
+        return WithContext(s, absl::StrCat(what, " from ", m.from_worker_id()));
+      }
+      stats.bytes_received += bytes;
+    }
+    coverage.Add(m.param_index(), m.begin(), m.end());
+  }
+  // Nobody closes connections a peer may still be reading from.
+  if (comm) ZSHARD_RETURN_IF_ERROR(comm->Barrier());
+
+  if (new_space) {
+    if (auto gap = coverage.FirstGap(*new_space)) {
+      return absl::InternalError(
+          absl::StrCat("state moves: ",
+                       RangeName(*new_state, gap->first, gap->second.first,
+                                 gap->second.second),
+                       " of rank ", new_state->rank_plan().rank,
+                       " were neither kept, received nor read"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zshard::reshard
