@@ -17,6 +17,9 @@ struct GlobalFlags {
   std::string tls_ca;
   std::string tls_cert;
   std::string tls_key;
+  // --token-file F: the admin token for AdminService calls (drain); main
+  // falls back to $ZSHARD_ADMIN_TOKEN_FILE. Empty: no token sent.
+  std::string token_file;
 };
 
 using CommandFn = int (*)(const GlobalFlags& global, int argc, char** argv);

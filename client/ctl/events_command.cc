@@ -6,11 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/ctl/commands.h"
 #include "client/ctl/model_options.h"
 #include "client/ctl/online.h"
 #include "client/ctl/online_commands.h"
+#include "client/ctl/progress.h"
 #include "nlohmann/json.hpp"
 #include "zshard/v1/dashboard_service.grpc.pb.h"
 
@@ -31,7 +33,7 @@ nlohmann::json EventJson(const v1::Event& e) {
 }
 
 std::string EventLine(const v1::Event& e) {
-  return absl::StrFormat("%-24s %6d  %-9s %s\n", Rfc3339(e.time_ms()),
+  return absl::StrFormat("%-24s %6d  %-10s %s\n", Rfc3339(e.time_ms()),
                          e.epoch(), e.kind(), e.reason());
 }
 
@@ -53,6 +55,7 @@ int RunEventsCommand(const GlobalFlags& global, int argc, char** argv) {
   std::vector<v1::Event> events;
   v1::ListEventsRequest req;
   req.set_page_size(1000);
+  Progress progress("events", DefaultProgressOptions());
   while (true) {
     v1::ListEventsResponse resp;
     grpc::Status s = stub->ListEvents(CallContext(*args).get(), req, &resp);
@@ -60,7 +63,9 @@ int RunEventsCommand(const GlobalFlags& global, int argc, char** argv) {
     events.insert(events.end(), resp.events().begin(), resp.events().end());
     req.set_after_seq(resp.next_seq());
     if (!resp.more()) break;
+    progress.Update(absl::StrCat("fetched ", events.size(), " events"));
   }
+  progress.Done();
   if (!follow && args->json) {
     nlohmann::json out = nlohmann::json::array();
     for (const v1::Event& e : events) out.push_back(EventJson(e));
@@ -68,7 +73,7 @@ int RunEventsCommand(const GlobalFlags& global, int argc, char** argv) {
     return 0;
   }
   if (!args->json) {
-    std::cout << absl::StrFormat("%-24s %6s  %-9s %s\n", "TIME", "EPOCH",
+    std::cout << absl::StrFormat("%-24s %6s  %-10s %s\n", "TIME", "EPOCH",
                                  "KIND", "REASON");
   }
   auto print = [&](const v1::Event& e) {

@@ -5,8 +5,11 @@
 #include <cstdio>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "client/ctl/online_commands.h"
+#include "common/file_io.h"
 #include "common/status.h"
 
 namespace zshard::ctl {
@@ -30,9 +33,10 @@ absl::StatusOr<OnlineArgs> ParseOnlineArgs(const GlobalFlags& global, int argc,
   ZSHARD_ASSIGN_OR_RETURN(args.timeout_ms,
                           args.flags.GetInt("timeout-ms", 5000, 1, 3600000));
   args.channel.target = global.coordinator;
-  args.channel.tls_ca_file = args.flags.Get("tls-ca", "");
-  args.channel.tls_cert_file = args.flags.Get("tls-cert", "");
-  args.channel.tls_key_file = args.flags.Get("tls-key", "");
+  // A command's own TLS flags win over the global ones.
+  args.channel.tls_ca_file = args.flags.Get("tls-ca", global.tls_ca);
+  args.channel.tls_cert_file = args.flags.Get("tls-cert", global.tls_cert);
+  args.channel.tls_key_file = args.flags.Get("tls-key", global.tls_key);
   if (args.channel.target.empty()) {
     return absl::InvalidArgumentError(
         "--coordinator HOST:PORT is required (before the command)");
@@ -69,9 +73,53 @@ int ReportRpcError(const char* command, const OnlineArgs& args,
   for (char& c : message) {
     if (c == '\n' || c == '\r') c = ' ';
   }
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+      status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+    std::fprintf(stderr,
+                 "zshardctl %s: coordinator %s refused the request: %s\n",
+                 command, args.channel.target.c_str(), message.c_str());
+    return 3;
+  }
   std::fprintf(stderr, "zshardctl %s: coordinator %s: %s\n", command,
                args.channel.target.c_str(), message.c_str());
   return status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? 2 : 1;
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token file ", path, ": ", text.status().message()));
+  }
+  std::string token(absl::StripAsciiWhitespace(*text));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token file ", path, " is empty"));
+  }
+  return token;
+}
+
+void AddBearerToken(grpc::ClientContext* context, const std::string& token) {
+  if (!token.empty()) context->AddMetadata("authorization", "Bearer " + token);
+}
+
+const char* MemberStateName(v1::MemberState state) {
+  switch (state) {
+    case v1::MEMBER_STATE_JOINING:
+      return "JOINING";
+    case v1::MEMBER_STATE_ACTIVE:
+      return "ACTIVE";
+    case v1::MEMBER_STATE_SPARE:
+      return "SPARE";
+    case v1::MEMBER_STATE_DRAINING:
+      return "DRAINING";
+    case v1::MEMBER_STATE_DEAD:
+      return "DEAD";
+    case v1::MEMBER_STATE_LEFT:
+      return "LEFT";
+    default:
+      return "UNKNOWN";
+  }
 }
 
 std::string Rfc3339(int64_t time_ms) {

@@ -1,6 +1,7 @@
 // What zshardctl's online commands share: the flags that reach a running
-// coordinator (TLS, timeout, output), the channel, and the one-line errors
-// with their exit statuses (2 usage, 3 coordinator unreachable, 1 other).
+// coordinator (TLS, timeout, output), the channel, the admin token, and the
+// one-line errors with their exit statuses (2 usage, 3 coordinator
+// unreachable or refusing the caller, 1 other).
 #pragma once
 
 #include <cstdint>
@@ -25,8 +26,9 @@ struct OnlineArgs {
 };
 
 // Parses argv[1..argc) against --output, --tls-ca, --tls-cert, --tls-key,
-// --timeout-ms, --help plus `extra`. InvalidArgument naming the flag; also
-// when no coordinator is given (global --coordinator).
+// --timeout-ms, --help plus `extra`; the command's TLS flags default to
+// the global ones. InvalidArgument naming the flag; also when no
+// coordinator is given (global --coordinator).
 absl::StatusOr<OnlineArgs> ParseOnlineArgs(const GlobalFlags& global, int argc,
                                            char** argv,
                                            std::vector<FlagSpec> extra);
@@ -40,10 +42,19 @@ std::unique_ptr<grpc::ClientContext> CallContext(const OnlineArgs& args,
                                                  bool stream = false);
 
 // Prints one line on stderr for a failed call and returns the exit status:
-// 3 when the coordinator cannot be reached (UNAVAILABLE, DEADLINE_EXCEEDED),
+// 3 when the coordinator cannot be reached (UNAVAILABLE, DEADLINE_EXCEEDED;
+// a TLS mismatch reads as unreachable) or refuses the caller
+// (UNAUTHENTICATED, PERMISSION_DENIED: a missing or wrong admin token),
 // 2 for INVALID_ARGUMENT, 1 otherwise. No gRPC internals are printed.
 int ReportRpcError(const char* command, const OnlineArgs& args,
                    const grpc::Status& status);
+
+// The admin token in file `path` (surrounding whitespace dropped).
+// InvalidArgument naming the file when it cannot be read or is empty.
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
+
+// Adds `authorization: Bearer TOKEN` to `context` (nothing for "").
+void AddBearerToken(grpc::ClientContext* context, const std::string& token);
 
 // "2026-11-29T11:40:00.123Z" for milliseconds since the Unix epoch.
 std::string Rfc3339(int64_t time_ms);

@@ -1,6 +1,8 @@
 // zshardctl's online commands that read the DashboardService of a running
-// coordinator: events, explain and the live ledger. Exit statuses: 0 ok,
-// 2 bad usage, 3 coordinator unreachable, 1 other failures.
+// coordinator (events, explain, top, the live ledger and plan, checkpoint
+// list, reshards) or call its AdminService (drain). Exit statuses: 0 ok,
+// 2 bad usage, 3 coordinator unreachable or refusing the caller, 1 other
+// failures.
 #pragma once
 
 #include <string>
@@ -45,5 +47,33 @@ int RunPlanAnyCommand(const GlobalFlags& global, int argc, char** argv);
 nlohmann::json LiveLedgerToJson(const v1::GetLedgerResponse& ledger);
 // A table per rank; ranks whose measured bytes differ are flagged.
 std::string FormatLiveLedger(const v1::GetLedgerResponse& ledger);
+
+// zshardctl --coordinator HOST:PORT [--token-file F] drain NAME [--wait
+// [--wait-timeout-s N]] [--token-file F] [--output table|json]: marks the
+// worker DRAINING (AdminService.DrainWorker, bearer token from the file);
+// --wait follows it, with progress on stderr, until it has LEFT (exit 1 if
+// it dies or the wait times out). NOT_FOUND (not a live member) exits 2.
+// JSON: {"worker", "state": "DRAINING"|"LEFT", "waited_ms" (with --wait)}.
+int RunDrainCommand(const GlobalFlags& global, int argc, char** argv);
+
+// zshardctl --coordinator HOST:PORT checkpoint list [--output table|json]
+int RunCheckpointCommand(const GlobalFlags& global, int argc, char** argv);
+// JSON: an array, oldest first, of {"step", "adam_step", "time" (RFC 3339
+// commit time), "epoch", "world", "instances", "files", "bytes", "dir"}.
+nlohmann::json CheckpointsToJson(const v1::ListCheckpointsResponse& resp);
+std::string FormatCheckpoints(const v1::ListCheckpointsResponse& resp);
+
+// zshardctl --coordinator HOST:PORT reshards [--limit N] [--output ...]
+int RunReshardsCommand(const GlobalFlags& global, int argc, char** argv);
+// JSON: an array, oldest first, of {"epoch", "base_epoch", "time" (RFC 3339
+// proposal time), "reason", "world_before", "world_after", "instances",
+// "moves", "bytes_moved", "lower_bound_bytes", "bytes_from_checkpoint",
+// "bytes_same_node", "restored_step" (null unless from a checkpoint),
+// "duration_ms" (0 while in progress), "outcome"}.
+nlohmann::json ReshardsToJson(const v1::GetReshardHistoryResponse& resp);
+std::string FormatReshards(const v1::GetReshardHistoryResponse& resp);
+
+// "ACTIVE", "SPARE", ... for a member state ("UNKNOWN" otherwise).
+const char* MemberStateName(v1::MemberState state);
 
 }  // namespace zshard::ctl

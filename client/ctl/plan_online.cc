@@ -11,6 +11,7 @@
 #include "client/ctl/model_options.h"
 #include "client/ctl/online.h"
 #include "client/ctl/online_commands.h"
+#include "client/ctl/progress.h"
 #include "client/ctl/table.h"
 #include "nlohmann/json.hpp"
 #include "zshard/v1/dashboard_service.grpc.pb.h"
@@ -126,6 +127,8 @@ int RunPlanAnyCommand(const GlobalFlags& global, int argc, char** argv) {
   if (!channel.ok()) return ReportError("plan", channel.status());
   auto stub = v1::DashboardService::NewStub(*channel);
   v1::GetPlanResponse all;
+  // Large plans come in many pages: show how far it got after a second.
+  Progress progress("plan", DefaultProgressOptions());
   for (int page = 0; page < kMaxPages; ++page) {
     v1::GetPlanResponse resp;
     grpc::Status s = stub->GetPlan(CallContext(*args).get(), req, &resp);
@@ -137,7 +140,10 @@ int RunPlanAnyCommand(const GlobalFlags& global, int argc, char** argv) {
     }
     if (resp.next_page_token().empty()) break;
     req.set_page_token(resp.next_page_token());
+    progress.Update(absl::StrCat("fetched ", all.pieces_size(), " pieces in ",
+                                 page + 1, " page(s)"));
   }
+  progress.Done();
   if (args->json) {
     std::cout << PlanJson(all).dump() << std::endl;
   } else {

@@ -36,6 +36,8 @@ void Table::AddRow(std::vector<std::string> row) {
   rows_.push_back(std::move(row));
 }
 
+void Table::LeftAlign(size_t column) { left_.push_back(column); }
+
 std::string Table::Render() const {
   std::vector<size_t> width;
   for (const auto& row : rows_) {
@@ -50,7 +52,9 @@ std::string Table::Render() const {
     for (size_t c = 0; c < row.size(); ++c) {
       if (c > 0) line += "  ";
       const std::string pad(width[c] - row[c].size(), ' ');
-      line += c == 0 ? row[c] + pad : pad + row[c];
+      const bool left =
+          c == 0 || std::find(left_.begin(), left_.end(), c) != left_.end();
+      line += left ? row[c] + pad : pad + row[c];
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";

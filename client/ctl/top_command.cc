@@ -30,25 +30,6 @@ constexpr char kUsage[] =
 // Phase columns shown at most.
 constexpr int kMaxPhases = 5;
 
-const char* StateName(v1::MemberState s) {
-  switch (s) {
-    case v1::MEMBER_STATE_JOINING:
-      return "JOINING";
-    case v1::MEMBER_STATE_ACTIVE:
-      return "ACTIVE";
-    case v1::MEMBER_STATE_SPARE:
-      return "SPARE";
-    case v1::MEMBER_STATE_DRAINING:
-      return "DRAINING";
-    case v1::MEMBER_STATE_DEAD:
-      return "DEAD";
-    case v1::MEMBER_STATE_LEFT:
-      return "LEFT";
-    default:
-      return "UNKNOWN";
-  }
-}
-
 // ANSI colour of a state: green active, red gone, yellow otherwise.
 const char* StateColour(v1::MemberState s) {
   switch (s) {
@@ -106,7 +87,7 @@ std::string RenderTopFrame(const v1::GetClusterStatusResponse& status,
   for (const v1::MemberStatus& m : status.members()) {
     std::vector<std::string> row = {
         m.name(), m.rank() < 0 ? "-" : absl::StrCat(m.rank()),
-        StateName(m.state()), absl::StrCat(m.step())};
+        MemberStateName(m.state()), absl::StrCat(m.step())};
     auto it = by_worker.find(m.worker_id());
     if (it == by_worker.end()) {
       row.resize(header.size(), "-");

@@ -1,0 +1,99 @@
+// zshardctl --coordinator ADDR checkpoint list [--output table|json]: the
+// job's committed checkpoints (DashboardService.ListCheckpoints), oldest
+// first: step, commit time, files, bytes and directory.
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "client/ctl/commands.h"
+#include "client/ctl/model_options.h"
+#include "client/ctl/online.h"
+#include "client/ctl/online_commands.h"
+#include "client/ctl/table.h"
+#include "zshard/v1/dashboard_service.grpc.pb.h"
+
+namespace zshard::ctl {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: zshardctl --coordinator HOST:PORT checkpoint list\n"
+    "         [--output table|json] [--tls-ca F] [--tls-cert F --tls-key F]\n"
+    "         [--timeout-ms N]\n";
+
+int FileCount(const v1::ListCheckpointsResponse& resp, int i) {
+  return i < resp.file_count_size() ? resp.file_count(i) : 0;
+}
+
+}  // namespace
+
+nlohmann::json CheckpointsToJson(const v1::ListCheckpointsResponse& resp) {
+  nlohmann::json out = nlohmann::json::array();
+  for (int i = 0; i < resp.checkpoints_size(); ++i) {
+    const v1::CheckpointManifest& c = resp.checkpoints(i);
+    out.push_back({{"step", c.step()},
+                   {"adam_step", c.adam_step()},
+                   {"time", Rfc3339(c.committed_ms())},
+                   {"epoch", c.epoch()},
+                   {"world", c.world()},
+                   {"instances", c.instances()},
+                   {"files", FileCount(resp, i)},
+                   {"bytes", c.bytes()},
+                   {"dir", c.dir()}});
+  }
+  return out;
+}
+
+std::string FormatCheckpoints(const v1::ListCheckpointsResponse& resp) {
+  if (resp.checkpoints_size() == 0) return "no committed checkpoints yet\n";
+  Table table({"STEP", "TIME", "EPOCH", "WORLD", "FILES", "BYTES", "DIR"});
+  table.LeftAlign(1);
+  table.LeftAlign(6);
+  for (int i = 0; i < resp.checkpoints_size(); ++i) {
+    const v1::CheckpointManifest& c = resp.checkpoints(i);
+    table.AddRow({absl::StrCat(c.step()), Rfc3339(c.committed_ms()),
+                  absl::StrCat(c.epoch()), absl::StrCat(c.world()),
+                  absl::StrCat(FileCount(resp, i)), Grouped(c.bytes()),
+                  c.dir()});
+  }
+  return table.Render();
+}
+
+int RunCheckpointCommand(const GlobalFlags& global, int argc, char** argv) {
+  const std::string sub = argc >= 2 ? argv[1] : "";
+  if (sub == "--help" || sub == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (sub != "list") {
+    return ReportError(
+        "checkpoint",
+        absl::InvalidArgumentError(
+            sub.empty() || sub.rfind("--", 0) == 0
+                ? "a subcommand is missing (zshardctl checkpoint list)"
+                : absl::StrCat("unknown subcommand '", sub.substr(0, 80),
+                               "' (zshardctl checkpoint list)")));
+  }
+  absl::StatusOr<OnlineArgs> args =
+      ParseOnlineArgs(global, argc - 1, argv + 1, {});
+  if (!args.ok()) return ReportError("checkpoint", args.status());
+  if (args->flags.Has("help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  auto channel = Connect(*args);
+  if (!channel.ok()) return ReportError("checkpoint", channel.status());
+  auto stub = v1::DashboardService::NewStub(*channel);
+  v1::ListCheckpointsResponse resp;
+  grpc::Status s = stub->ListCheckpoints(CallContext(*args).get(),
+                                         v1::ListCheckpointsRequest(), &resp);
+  if (!s.ok()) return ReportRpcError("checkpoint", *args, s);
+  if (args->json) {
+    std::cout << CheckpointsToJson(resp).dump() << std::endl;
+  } else {
+    std::cout << FormatCheckpoints(resp);
+  }
+  return 0;
+}
+
+}  // namespace zshard::ctl
