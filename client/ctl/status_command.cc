@@ -12,31 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/ctl/online_commands.h"
 #include "client/worker/session/channel.h"
 #include "grpcpp/client_context.h"
 #include "zshard/v1/dashboard_service.grpc.pb.h"
 
 namespace zshard::ctl {
 namespace {
-
-std::string StateName(v1::MemberState state) {
-  switch (state) {
-    case v1::MEMBER_STATE_JOINING:
-      return "JOINING";
-    case v1::MEMBER_STATE_ACTIVE:
-      return "ACTIVE";
-    case v1::MEMBER_STATE_SPARE:
-      return "SPARE";
-    case v1::MEMBER_STATE_DRAINING:
-      return "DRAINING";
-    case v1::MEMBER_STATE_DEAD:
-      return "DEAD";
-    case v1::MEMBER_STATE_LEFT:
-      return "LEFT";
-    default:
-      return "UNKNOWN";
-  }
-}
 
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "zshardctl status: %s\n", message.c_str());
@@ -60,7 +42,7 @@ nlohmann::json ClusterStatusToJson(const v1::GetClusterStatusResponse& status) {
     nlohmann::json member;
     member["name"] = m.name();
     member["worker_id"] = m.worker_id();
-    member["state"] = StateName(m.state());
+    member["state"] = MemberStateName(m.state());
     member["rank"] = m.rank();
     member["instance"] = m.instance();
     member["shard_rank"] = m.shard_rank();
@@ -90,7 +72,7 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
     }
     std::sort(labels.begin(), labels.end());
     absl::StrAppendFormat(&out, "%-20s %-9s %5d %8d %10d %8d %14d  %s\n",
-                          m.name(), StateName(m.state()), m.rank(),
+                          m.name(), MemberStateName(m.state()), m.rank(),
                           m.instance(), m.shard_rank(), m.step(),
                           m.last_heartbeat_ms(), absl::StrJoin(labels, ","));
   }
