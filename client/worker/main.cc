@@ -2,15 +2,17 @@
 // coordinator and runs the session until the job is done, the worker is
 // drained or fenced, or SIGTERM/SIGINT asks it to leave.
 //
-// Exit status: 0 done, drained or stopped by a signal; 1 fenced, a failed
-// training workload or a fatal error (e.g. the metrics port cannot be bound); 2
-// bad flags.
+// Exit status: 0 done, drained, or stopped by a signal (after handing its
+// optimizer state over when it held some); 1 fenced, a job the coordinator
+// failed, a failed training workload or a fatal error (e.g. the metrics
+// port cannot be bound); 2 bad flags.
 
 #include <signal.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "client/worker/session/channel.h"
@@ -27,7 +29,8 @@ std::optional<std::string> GetEnv(const char* name) {
   return std::string(value);
 }
 
-int ExitStatus(const absl::StatusOr<zshard::worker::SessionOutcome>& outcome) {
+int ExitStatus(const absl::StatusOr<zshard::worker::SessionOutcome>& outcome,
+               const std::string& failure_reason) {
   using zshard::worker::SessionOutcome;
   if (!outcome.ok()) {
     ZSHARD_LOG_ERROR("worker failed",
@@ -39,13 +42,16 @@ int ExitStatus(const absl::StatusOr<zshard::worker::SessionOutcome>& outcome) {
       ZSHARD_LOG_INFO("job done, exiting");
       return 0;
     case SessionOutcome::kStopped:
+      ZSHARD_LOG_INFO("stopped, exiting");
+      return 0;
     case SessionOutcome::kDrained:
+      ZSHARD_LOG_INFO("state handed over, exiting");
       return 0;
     case SessionOutcome::kFenced:
       ZSHARD_LOG_ERROR("fenced by the coordinator, exiting");
       return 1;
     case SessionOutcome::kFailed:
-      ZSHARD_LOG_ERROR("training failed, exiting");
+      ZSHARD_LOG_ERROR("training failed, exiting", {{"error", failure_reason}});
       return 1;
   }
   return 1;
@@ -111,5 +117,6 @@ int main(int argc, char** argv) {
 
   // Exit with std::exit rather than return, so `session` is never destroyed
   // under the detached signal thread.
-  std::exit(ExitStatus(session.Run()));
+  const auto outcome = session.Run();
+  std::exit(ExitStatus(outcome, session.failure_reason()));
 }

@@ -55,9 +55,13 @@ std::unique_ptr<grpc::ClientContext> CoordinatorSession::MakeContext() const {
 void CoordinatorSession::Stop() {
   absl::MutexLock lock(&mu_);
   stop_requested_ = true;
-  alive_ = false;
-  if (!ending_.has_value()) ending_ = Ending{SessionOutcome::kStopped};
-  if (watch_context_ != nullptr) watch_context_->TryCancel();
+  // Not joined yet (or between incarnations): nothing to hand over. Once
+  // joined, Run() calls Leave and decides (HandleStop).
+  if (handler_ == nullptr || ending_.has_value()) {
+    alive_ = false;
+    if (!ending_.has_value()) ending_ = Ending{SessionOutcome::kStopped};
+    if (watch_context_ != nullptr) watch_context_->TryCancel();
+  }
 }
 
 void CoordinatorSession::End(std::optional<SessionOutcome> outcome,
@@ -79,8 +83,10 @@ bool CoordinatorSession::SleepUnlessEnded(int64_t ms) {
 }
 
 int64_t CoordinatorSession::epoch() const {
-  absl::MutexLock lock(&mu_);
-  return handler_ != nullptr ? handler_->epoch() : 0;
+  // Never call the handler under mu_: it may wait for the workload, whose
+  // thread may wait for mu_ (credentials).
+  std::shared_ptr<TransitionHandler> handler = this->handler();
+  return handler != nullptr ? handler->epoch() : 0;
 }
 
 int64_t CoordinatorSession::step() const {
@@ -96,6 +102,21 @@ bool CoordinatorSession::alive() const {
 std::string CoordinatorSession::worker_id() const {
   absl::MutexLock lock(&mu_);
   return worker_id_;
+}
+
+std::string CoordinatorSession::failure_reason() const {
+  absl::MutexLock lock(&mu_);
+  return failure_reason_;
+}
+
+std::shared_ptr<TransitionHandler> CoordinatorSession::handler() const {
+  absl::MutexLock lock(&mu_);
+  return handler_;
+}
+
+std::pair<std::string, std::string> CoordinatorSession::Credentials() const {
+  absl::MutexLock lock(&mu_);
+  return {worker_id_, token_};
 }
 
 std::unique_ptr<CoordinatorKvStore> CoordinatorSession::NewKvStore(
@@ -132,6 +153,7 @@ absl::Status CoordinatorSession::Join() {
       // in progress needs mu_ (credentials, rendezvous store) to finish.
       if (workload_ != nullptr) workload_->Pause();
       absl::MutexLock lock(&mu_);
+      const bool created = workload_ == nullptr;
       if (workload_ == nullptr && config.kind == "idle") {
         IdleWorkload::Options workload_options;
         workload_options.steps = config.steps;
@@ -154,7 +176,17 @@ absl::Status CoordinatorSession::Join() {
               stream->Send(epoch, t);
             });
       }
-      workload_->Pause();
+      if (created) {
+        workload_->SetEpochReadyCallback(
+            [this](int64_t epoch) { OnEpochReady(epoch); });
+        workload_->SetCheckpointReporter(
+            [this](int64_t epoch, int64_t step, int64_t adam_step,
+                   const std::string& dir, const v1::CheckpointFile& file) {
+              return ReportCheckpoint(epoch, step, adam_step, dir, file);
+            });
+      }
+      // A workload kept from an earlier incarnation was paused above,
+      // outside mu_ (its thread may need mu_ for credentials).
       worker_id_ = response.worker_id();
       token_ = response.token();
       alive_ = true;
@@ -166,7 +198,10 @@ absl::Status CoordinatorSession::Join() {
                               ? response.lease_timeout_ms()
                               : 5 * heartbeat_interval_ms_;
       handler_ =
-          std::make_unique<TransitionHandler>(worker_id_, workload_.get());
+          std::make_shared<TransitionHandler>(worker_id_, workload_.get());
+      stop_handled_ = false;
+      left_ = false;
+      draining_ = false;
       SetLogContext({{"job", response.job_name()},
                      {"worker", options_.name},
                      {"worker_id", worker_id_}});
@@ -197,29 +232,48 @@ absl::StatusOr<SessionOutcome> CoordinatorSession::Run() {
     {
       absl::MutexLock lock(&mu_);
       // Stopped while the coordinator was still unreachable.
-      if (handler_ == nullptr) return SessionOutcome::kStopped;
+      if (handler_ == nullptr || (stop_requested_ && ending_.has_value())) {
+        return SessionOutcome::kStopped;
+      }
     }
     std::thread heartbeat([this] { HeartbeatLoop(); });
     std::thread watch([this] { WatchLoop(); });
     std::optional<SessionOutcome> outcome;
-    {
-      absl::MutexLock lock(&mu_);
-      auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return ending_.has_value();
-      };
-      mu_.Await(absl::Condition(&ended));
-      outcome = ending_->outcome;
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return ending_.has_value() || (stop_requested_ && !stop_handled_);
+        };
+        mu_.Await(absl::Condition(&woken));
+        if (ending_.has_value()) {
+          outcome = ending_->outcome;
+          break;
+        }
+        stop_handled_ = true;
+      }
+      HandleStop();
     }
     heartbeat.join();
     watch.join();
     if (!outcome.has_value()) continue;  // Forgotten by the coordinator.
-    workload_->Pause();
+    // A graceful end stops the steps first. A fenced or failed worker does
+    // not wait: its work may be blocked on peers that are gone.
+    if (*outcome != SessionOutcome::kFenced &&
+        *outcome != SessionOutcome::kFailed) {
+      workload_->Pause();
+    }
+    bool left = false;
+    {
+      absl::MutexLock lock(&mu_);
+      left = left_;
+    }
     switch (*outcome) {
       case SessionOutcome::kStopped:
-        Leave("stopped by signal");
+        if (!left) Leave("stopped by signal");
         break;
       case SessionOutcome::kDrained:
-        Leave("drained");
+        if (!left) Leave("drained");
         break;
       case SessionOutcome::kDone:
         Leave("steps done");
@@ -246,9 +300,10 @@ void CoordinatorSession::HeartbeatLoop() {
   std::optional<int64_t> done_since_ms;
   while (true) {
     v1::HeartbeatRequest request;
-    request.set_worker_id(worker_id_);
-    request.set_token(token_);
-    request.set_epoch(handler_->epoch());
+    const auto [worker_id, token] = Credentials();
+    request.set_worker_id(worker_id);
+    request.set_token(token);
+    request.set_epoch(handler()->epoch());
     request.set_step(workload_->step());
     v1::HeartbeatResponse response;
     auto context = MakeContext();
@@ -256,13 +311,39 @@ void CoordinatorSession::HeartbeatLoop() {
     if (status.ok()) {
       if (!reachable) ZSHARD_LOG_INFO("coordinator reachable again");
       reachable = true;
+      if (response.command() == v1::COMMAND_EXIT && response.job_failed()) {
+        const std::string reason = response.exit_reason().empty()
+                                       ? std::string("no reason given")
+                                       : response.exit_reason();
+        ZSHARD_LOG_ERROR("the coordinator failed the job",
+                         {{"exit_reason", reason}});
+        {
+          absl::MutexLock lock(&mu_);
+          failure_reason_ = "job failed: " + reason;
+        }
+        return End(SessionOutcome::kFailed, "job failed: " + reason);
+      }
       if (response.command() == v1::COMMAND_EXIT) {
         return End(SessionOutcome::kDone, "job finished");
       }
       if (response.command() == v1::COMMAND_DRAIN) {
         return End(SessionOutcome::kDrained, "drained by the coordinator");
       }
-      if (response.command() == v1::COMMAND_ABORT) workload_->Abort();
+      // A reply computed before this worker applied a newer commit would
+      // abort the new epoch's moves: only the epoch in force is aborted.
+      if (response.command() == v1::COMMAND_ABORT &&
+          response.epoch() >= handler()->epoch()) {
+        workload_->Abort();
+      }
+      if (response.state() == v1::MEMBER_STATE_DRAINING) {
+        const int64_t stable = handler()->stable_epoch();
+        absl::MutexLock lock(&mu_);
+        if (!draining_) {
+          draining_ = true;
+          drain_since_epoch_ = stable;
+          ZSHARD_LOG_INFO("draining: handing the state over before leaving");
+        }
+      }
       if (response.state() == v1::MEMBER_STATE_DEAD ||
           response.state() == v1::MEMBER_STATE_LEFT) {
         return End(SessionOutcome::kFenced, "member declared dead");
@@ -285,6 +366,7 @@ void CoordinatorSession::HeartbeatLoop() {
       return End(SessionOutcome::kFailed,
                  "workload failed: " + std::string(failure.message()));
     }
+    CheckHandover();
     // The job is done when the steps are: wait a lease for COMMAND_EXIT,
     // then leave on our own.
     if (workload_->done()) {
@@ -301,8 +383,9 @@ void CoordinatorSession::HeartbeatLoop() {
 void CoordinatorSession::WatchLoop() {
   Backoff backoff(options_.min_backoff_ms, options_.max_backoff_ms);
   v1::WatchPlanRequest request;
-  request.set_worker_id(worker_id_);
-  request.set_token(token_);
+  const auto [worker_id, token] = Credentials();
+  request.set_worker_id(worker_id);
+  request.set_token(token);
   while (true) {
     grpc::ClientContext context;
     context.set_wait_for_ready(true);
@@ -313,10 +396,12 @@ void CoordinatorSession::WatchLoop() {
     }
     auto reader = stub_->WatchPlan(&context, request);
     v1::PlanUpdate update;
+    std::shared_ptr<TransitionHandler> handler = this->handler();
     while (reader->Read(&update)) {
       backoff.Reset();
-      std::optional<TransitionAck> ack = handler_->Apply(update);
+      std::optional<TransitionAck> ack = handler->Apply(update);
       if (ack.has_value()) SendAck(*ack);
+      if (update.phase() == v1::PLAN_PHASE_STABLE) CheckHandover();
     }
     grpc::Status status = reader->Finish();
     {
@@ -331,46 +416,6 @@ void CoordinatorSession::WatchLoop() {
       return End(std::nullopt, "coordinator does not know this worker");
     }
     if (SleepUnlessEnded(backoff.NextMs())) return;
-  }
-}
-
-void CoordinatorSession::SendAck(const TransitionAck& ack) {
-  v1::AckTransitionRequest request;
-  request.set_worker_id(worker_id_);
-  request.set_token(token_);
-  request.set_epoch(ack.epoch);
-  request.set_phase(ack.phase);
-  request.set_step(ack.step);
-  request.set_commit_point_passed(ack.commit_point_passed);
-  v1::AckTransitionResponse response;
-  auto context = MakeContext();
-  grpc::Status status = stub_->AckTransition(context.get(), request, &response);
-  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
-    return End(SessionOutcome::kFenced,
-               "ack refused: " + status.error_message());
-  }
-  // Other failures (a stale epoch, the coordinator away) need no retry
-  // here: the watch stream replays the current state on reconnect and the
-  // ack is sent again.
-  if (!status.ok()) {
-    ZSHARD_LOG_WARN("transition ack failed",
-                    {{"epoch", absl::StrCat(ack.epoch)},
-                     {"error", status.error_message()}});
-  }
-}
-
-void CoordinatorSession::Leave(const std::string& reason) {
-  v1::LeaveRequest request;
-  request.set_worker_id(worker_id_);
-  request.set_token(token_);
-  request.set_reason(reason);
-  v1::LeaveResponse response;
-  auto context = MakeContext();
-  grpc::Status status = stub_->Leave(context.get(), request, &response);
-  if (!status.ok()) {
-    ZSHARD_LOG_WARN("leave failed", {{"error", status.error_message()}});
-  } else {
-    ZSHARD_LOG_INFO("left the job", {{"reason", reason}});
   }
 }
 

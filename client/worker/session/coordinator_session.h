@@ -1,7 +1,8 @@
 // The worker's session with the coordinator: join, a heartbeat thread, the
 // plan watch stream with transition acks, reconnection with backoff while
 // the coordinator is away (the workload keeps stepping meanwhile), exit on
-// fencing, and a graceful Leave on Stop.
+// fencing or a failed job, checkpoint reports, and a graceful Leave on Stop
+// (after handing the worker's optimizer state over when it holds some).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -29,14 +31,17 @@ namespace zshard::worker {
 enum class SessionOutcome {
   // The job's steps are done (COMMAND_EXIT, or steps reached): exit 0.
   kDone,
-  // Stop() was called (SIGTERM/SIGINT): left gracefully, exit 0.
+  // Stop() was called (SIGTERM/SIGINT) and the worker held no state to
+  // hand over: left gracefully, exit 0.
   kStopped,
-  // The coordinator drained this worker: left gracefully, exit 0.
+  // The worker handed its state over (after Stop() or an admin drain) or
+  // the coordinator drained it: left gracefully, exit 0.
   kDrained,
   // The token was refused (a newer incarnation, or declared dead): exit 1.
   kFenced,
-  // The workload failed for good (e.g. a plan hash mismatch, a failed
-  // step): left with the reason, exit 1.
+  // The workload failed for good (e.g. a plan hash mismatch) or the
+  // coordinator failed the job (e.g. state lost with no checkpoint): left
+  // with the reason, exit 1.
   kFailed,
 };
 
@@ -78,8 +83,12 @@ class CoordinatorSession {
   // this worker cannot run. Call once.
   absl::StatusOr<SessionOutcome> Run();
 
-  // Asks Run() to leave gracefully and return kStopped. Thread-safe; safe
-  // before Run() (Run then returns kStopped without joining).
+  // Asks Run() to leave gracefully: it calls Leave; when the coordinator
+  // answers handover (this worker holds optimizer state no one else has),
+  // the session goes on as DRAINING, sends its state in the next epoch and
+  // returns kDrained once that epoch is stable (calling Leave again);
+  // otherwise it returns kStopped. Thread-safe; safe before Run() (Run then
+  // returns kStopped without joining).
   void Stop();
 
   // Observers (thread-safe): the committed epoch applied, the workload's
@@ -96,6 +105,9 @@ class CoordinatorSession {
   // call after the join. The store stays bound to this incarnation.
   std::unique_ptr<CoordinatorKvStore> NewKvStore(int64_t epoch) const;
 
+  // Why the session ended kFailed ("" otherwise). Thread-safe.
+  std::string failure_reason() const;
+
  private:
   // Result of one session incarnation: an outcome, or a request to join
   // again (the coordinator forgot this worker).
@@ -107,7 +119,21 @@ class CoordinatorSession {
   void HeartbeatLoop();
   void WatchLoop();
   void SendAck(const TransitionAck& ack);
-  void Leave(const std::string& reason);
+  // The workload's ready callback: acks ACTIVE for `epoch` when due.
+  void OnEpochReady(int64_t epoch);
+  absl::Status ReportCheckpoint(int64_t epoch, int64_t step, int64_t adam_step,
+                                const std::string& dir,
+                                const v1::CheckpointFile& file);
+  // Calls Leave; returns the coordinator's handover answer (false when the
+  // call failed).
+  bool Leave(const std::string& reason);
+  // Stop() was asked: leave, or start handing the state over.
+  void HandleStop();
+  // Draining: ends the session once an epoch after the drain is stable
+  // without this worker.
+  void CheckHandover();
+  std::shared_ptr<TransitionHandler> handler() const;
+  std::pair<std::string, std::string> Credentials() const;
   // Records the first ending; wakes Run().
   void End(std::optional<SessionOutcome> outcome, const std::string& why);
   // Waits up to `ms` or until the incarnation ends; true if it ended.
@@ -120,6 +146,14 @@ class CoordinatorSession {
 
   mutable absl::Mutex mu_;
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  // Stop() was handled (Leave called).
+  bool stop_handled_ ABSL_GUARDED_BY(mu_) = false;
+  // Leave already marked this worker LEFT: no second Leave.
+  bool left_ ABSL_GUARDED_BY(mu_) = false;
+  // Handing the state over before leaving (after Stop() with handover, or
+  // an admin drain): the stable epoch when it began.
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t drain_since_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // Set when the current incarnation ends (outcome or rejoin).
   std::optional<Ending> ending_ ABSL_GUARDED_BY(mu_);
   // The watch stream's context, so ending can cancel it.
@@ -136,8 +170,9 @@ class CoordinatorSession {
   std::unique_ptr<SteppingWorkload> workload_;
   // Why the workload failed (kFailed), for the Leave reason.
   std::string failure_reason_ ABSL_GUARDED_BY(mu_);
-  // One per incarnation (it knows the worker id).
-  std::unique_ptr<TransitionHandler> handler_;
+  // One per incarnation (it knows the worker id); shared with the
+  // workload's ready callback, which may run while a rejoin replaces it.
+  std::shared_ptr<TransitionHandler> handler_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace zshard::worker

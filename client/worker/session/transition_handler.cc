@@ -1,4 +1,5 @@
-// TransitionHandler: the worker's side of the two-phase transition.
+// TransitionHandler: the worker's side of the two-phase transition and of
+// the STABLE phase that follows it.
 
 #include "client/worker/session/transition_handler.h"
 
@@ -24,72 +25,46 @@ TransitionHandler::TransitionHandler(std::string worker_id,
                                      SteppingWorkload* workload)
     : worker_id_(std::move(worker_id)), workload_(workload) {}
 
-int64_t TransitionHandler::epoch() const {
-  absl::MutexLock lock(&mu_);
-  return committed_epoch_;
+int64_t TransitionHandler::epoch() const { return seen_epoch_.load(); }
+
+int TransitionHandler::rank() const { return seen_rank_.load(); }
+
+int64_t TransitionHandler::stable_epoch() const {
+  return seen_stable_epoch_.load();
 }
 
-int TransitionHandler::rank() const {
-  absl::MutexLock lock(&mu_);
-  return rank_;
+int TransitionHandler::stable_rank() const { return seen_stable_rank_.load(); }
+
+void TransitionHandler::PublishLocked() {
+  seen_epoch_.store(committed_epoch_);
+  seen_rank_.store(rank_);
+  seen_stable_epoch_.store(stable_epoch_);
+  seen_stable_rank_.store(stable_rank_);
 }
 
 std::optional<TransitionAck> TransitionHandler::Apply(
     const v1::PlanUpdate& update) {
   absl::MutexLock lock(&mu_);
-  const int64_t epoch = update.epoch();
   const v1::Assignment* mine = FindAssignment(update, worker_id_);
   switch (update.phase()) {
-    case v1::PLAN_PHASE_PROPOSED: {
-      if (epoch <= committed_epoch_) return std::nullopt;
-      // Members and non-members alike stop: nobody steps into an epoch that
-      // is not committed, and a worker left out of it must not go on alone.
-      const int64_t step = workload_->Pause();
-      if (mine == nullptr) return std::nullopt;
-      if (pending_epoch_ != epoch) {
-        ZSHARD_LOG_INFO("prepared for epoch", {{"epoch", absl::StrCat(epoch)},
-                                               {"step", absl::StrCat(step)}});
-      }
-      pending_epoch_ = epoch;
-      // An idle step is atomic: the state is always at the finished step.
-      return TransitionAck{epoch, v1::ACK_PHASE_PREPARED, step, true};
-    }
+    case v1::PLAN_PHASE_PROPOSED:
+      return Proposed(update, mine);
     case v1::PLAN_PHASE_COMMITTED: {
-      if (epoch < committed_epoch_) return std::nullopt;
-      const int rank = mine != nullptr ? mine->rank() : -1;
-      if (epoch == committed_epoch_) {
-        // A replay (reconnect, coordinator restart): keep our own step, but
-        // resume if a later proposal stopped us and was lost.
-        pending_epoch_ = 0;
-        if (rank_ >= 0 && !workload_->active()) {
-          workload_->Activate(workload_->step());
-        }
-      } else {
-        committed_epoch_ = epoch;
-        rank_ = rank;
-        pending_epoch_ = 0;
-        workload_->OnEpochCommitted(
-            EpochInfo{epoch, rank, update.world(), update.instances(),
-                      update.plan_hash(), update.resume_step()});
-        if (rank >= 0) {
-          workload_->Activate(update.resume_step());
-        } else {
-          workload_->Pause();
-        }
-        ZSHARD_LOG_INFO("epoch committed",
-                        {{"epoch", absl::StrCat(epoch)},
-                         {"rank", absl::StrCat(rank)},
-                         {"world", absl::StrCat(update.world())},
-                         {"resume_step", absl::StrCat(update.resume_step())}});
-      }
-      if (mine == nullptr) return std::nullopt;
-      return TransitionAck{epoch, v1::ACK_PHASE_ACTIVE, workload_->step(),
-                           false};
+      std::optional<TransitionAck> ack = Committed(update, mine);
+      PublishLocked();
+      return ack;
     }
+    case v1::PLAN_PHASE_STABLE:
+      Stable(update);
+      PublishLocked();
+      return std::nullopt;
     case v1::PLAN_PHASE_ABANDONED: {
+      const int64_t epoch = update.epoch();
       if (epoch <= committed_epoch_) return std::nullopt;
       pending_epoch_ = 0;
-      if (rank_ >= 0) workload_->Activate(workload_->step());
+      if (rank_ >= 0 && ready_epoch_ == committed_epoch_) {
+        workload_->Activate(workload_->step());
+      }
       ZSHARD_LOG_INFO("epoch abandoned", {{"epoch", absl::StrCat(epoch)},
                                           {"reason", update.reason()}});
       return std::nullopt;
@@ -97,6 +72,192 @@ std::optional<TransitionAck> TransitionHandler::Apply(
     default:
       return std::nullopt;
   }
+}
+
+std::optional<TransitionAck> TransitionHandler::Proposed(
+    const v1::PlanUpdate& update, const v1::Assignment* mine) {
+  const int64_t epoch = update.epoch();
+  if (epoch <= committed_epoch_) return std::nullopt;
+  const int64_t base = update.base_epoch();
+  if (base > 0 && base == committed_epoch_ && stable_epoch_ < base &&
+      ready_epoch_ == base) {
+    // The base epoch became stable while this worker missed the update: a
+    // peer may already step in it. Apply it first, so that this rank meets
+    // that peer at the common stop step instead of leaving it blocked.
+    stable_epoch_ = base;
+    stable_rank_ = rank_;
+    ZSHARD_LOG_INFO(
+        "epoch stable (implied by the proposal)",
+        {{"epoch", absl::StrCat(base)}, {"rank", absl::StrCat(rank_)}});
+    workload_->OnEpochStable(base);
+    PublishLocked();
+  }
+  // Members and non-members alike stop: nobody steps into an epoch that is
+  // not committed, and a worker left out of it must not go on alone.
+  workload_->Pause();
+  workload_->OnProposed(epoch, update.base_epoch());
+  // A worker that holds a rank in the base epoch is a source of moves even
+  // when the new epoch leaves it out.
+  const bool holds_base =
+      base > 0 && ((base == stable_epoch_ && stable_rank_ >= 0) ||
+                   (base == committed_epoch_ && rank_ >= 0));
+  if (mine == nullptr && !holds_base) return std::nullopt;
+  const PreparedState state = workload_->prepared_state();
+  if (pending_epoch_ != epoch) {
+    ZSHARD_LOG_INFO(
+        "prepared for epoch",
+        {{"epoch", absl::StrCat(epoch)},
+         {"base_epoch", absl::StrCat(base)},
+         {"step", absl::StrCat(state.step)},
+         {"adam_step", absl::StrCat(state.adam_step)},
+         {"commit_pending", state.commit_pending ? "true" : "false"}});
+  }
+  pending_epoch_ = epoch;
+  TransitionAck ack;
+  ack.epoch = epoch;
+  ack.phase = v1::ACK_PHASE_PREPARED;
+  ack.step = state.step;
+  // The state is always at a finished step: a pending commit is reported
+  // apart (commit_pending), never as a step half done.
+  ack.commit_point_passed = true;
+  ack.adam_step = state.adam_step;
+  ack.commit_pending = state.commit_pending;
+  ack.commit_values = state.commit_values;
+  return ack;
+}
+
+EpochInfo TransitionHandler::MakeEpochInfo(const v1::PlanUpdate& update,
+                                           const v1::Assignment* mine) const {
+  EpochInfo info;
+  info.epoch = update.epoch();
+  info.rank = mine != nullptr ? mine->rank() : -1;
+  info.world = update.world();
+  info.instances = update.instances();
+  info.plan_hash = update.plan_hash();
+  info.resume_step = update.resume_step();
+  info.worker_id = worker_id_;
+  if (mine != nullptr && mine->rank() >= 0) {
+    info.instance = mine->instance();
+    info.shard_rank = mine->shard_rank();
+  }
+  info.base_epoch = update.base_epoch();
+  info.resume_adam_step = update.resume_adam_step();
+  info.moves.assign(update.moves().begin(), update.moves().end());
+  info.restore = update.has_restore() && !update.restore().dir().empty();
+  if (info.restore) info.restore_dir = update.restore().dir();
+  info.finish_pending_step = update.finish_pending_step();
+  info.commit_values.assign(update.commit_values().begin(),
+                            update.commit_values().end());
+  info.assignments.assign(update.assignments().begin(),
+                          update.assignments().end());
+  return info;
+}
+
+TransitionAck TransitionHandler::ActiveAck(int64_t step) const {
+  TransitionAck ack;
+  ack.epoch = committed_epoch_;
+  ack.phase = v1::ACK_PHASE_ACTIVE;
+  ack.step = step;
+  return ack;
+}
+
+std::optional<TransitionAck> TransitionHandler::Committed(
+    const v1::PlanUpdate& update, const v1::Assignment* mine) {
+  const int64_t epoch = update.epoch();
+  if (epoch < committed_epoch_) return std::nullopt;
+  if (epoch == committed_epoch_) {
+    // A replay (reconnect, coordinator restart): the epoch is being
+    // prepared or is done; never prepare it twice. Keep our own step, but
+    // resume if a later proposal stopped us and was lost.
+    pending_epoch_ = 0;
+    if (ready_epoch_ != epoch) return std::nullopt;
+    if (rank_ >= 0 && !workload_->active()) {
+      workload_->Activate(workload_->step());
+    }
+    if (!listed_) return std::nullopt;
+    return ActiveAck(workload_->step());
+  }
+  const int rank = mine != nullptr ? mine->rank() : -1;
+  committed_epoch_ = epoch;
+  rank_ = rank;
+  listed_ = mine != nullptr;
+  resume_step_ = update.resume_step();
+  pending_epoch_ = 0;
+  ready_epoch_ = 0;
+  ZSHARD_LOG_INFO(
+      "epoch committed",
+      {{"epoch", absl::StrCat(epoch)},
+       {"base_epoch", absl::StrCat(update.base_epoch())},
+       {"rank", absl::StrCat(rank)},
+       {"world", absl::StrCat(update.world())},
+       {"resume_step", absl::StrCat(update.resume_step())},
+       {"moves", absl::StrCat(update.moves_size())},
+       {"restore", update.has_restore() ? update.restore().dir() : ""}});
+  const EpochStart start =
+      workload_->OnEpochCommitted(MakeEpochInfo(update, mine));
+  if (start == EpochStart::kPending) return std::nullopt;
+  ready_epoch_ = epoch;
+  if (rank >= 0) {
+    workload_->Activate(update.resume_step());
+  } else {
+    workload_->Pause();
+  }
+  if (!listed_) return std::nullopt;
+  return ActiveAck(workload_->step());
+}
+
+void TransitionHandler::Stable(const v1::PlanUpdate& update) {
+  const int64_t epoch = update.epoch();
+  if (epoch < stable_epoch_) return;
+  if (epoch > committed_epoch_) {
+    // An epoch this worker never saw committed (it joined later, or the
+    // commit was missed while away): it holds nothing in it; record it so
+    // that later proposals name a known base.
+    committed_epoch_ = epoch;
+    rank_ = -1;
+    listed_ = false;
+    ready_epoch_ = epoch;
+    stable_epoch_ = epoch;
+    stable_rank_ = -1;
+    if (pending_epoch_ <= epoch) pending_epoch_ = 0;
+    SetLogContext("epoch", absl::StrCat(epoch));
+    ClearLogContext("rank");
+    workload_->OnEpochStable(epoch);
+    return;
+  }
+  if (epoch < committed_epoch_) return;  // a later epoch is committed
+  if (ready_epoch_ != epoch) {
+    // Every rank acked ACTIVE, this worker included when it has a rank: a
+    // worker that is still preparing it only sent state.
+    if (rank_ >= 0) return;
+  }
+  if (stable_epoch_ != epoch) {
+    stable_epoch_ = epoch;
+    stable_rank_ = rank_;
+    ZSHARD_LOG_INFO("epoch stable", {{"epoch", absl::StrCat(epoch)},
+                                     {"rank", absl::StrCat(rank_)}});
+    // Later lines of this worker name the epoch it steps in and its rank.
+    SetLogContext("epoch", absl::StrCat(epoch));
+    if (rank_ >= 0) {
+      SetLogContext("rank", absl::StrCat(rank_));
+    } else {
+      ClearLogContext("rank");
+    }
+    workload_->OnEpochStable(epoch);
+  }
+  if (rank_ >= 0 && pending_epoch_ == 0 && !workload_->active()) {
+    workload_->Activate(workload_->step());
+  }
+}
+
+std::optional<TransitionAck> TransitionHandler::EpochReady(int64_t epoch) {
+  absl::MutexLock lock(&mu_);
+  if (epoch != committed_epoch_ || pending_epoch_ > epoch) return std::nullopt;
+  ready_epoch_ = epoch;
+  ZSHARD_LOG_INFO("epoch ready", {{"epoch", absl::StrCat(epoch)},
+                                  {"rank", absl::StrCat(rank_)}});
+  if (!listed_) return std::nullopt;
+  return ActiveAck(resume_step_);
 }
 
 }  // namespace zshard::worker

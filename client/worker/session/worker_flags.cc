@@ -15,7 +15,7 @@ const char* WorkerUsage() {
   return "usage: zshard-worker --coordinator HOST:PORT --name NAME "
          "[--device cpu|cuda] [--labels node=a,zone=b] [--address HOST:PORT] "
          "[--tls-ca F] [--tls-cert F --tls-key F] [--log-format text|json] "
-         "[--metrics-listen HOST:PORT] [--dump-master DIR]";
+         "[--metrics-listen HOST:PORT] [--dump-master DIR] [--comm-host HOST]";
 }
 
 absl::StatusOr<std::map<std::string, std::string>> ParseLabels(
@@ -41,6 +41,7 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(
   flags.session.train.engine.adam_threads = 1;
   std::optional<std::string> name = env("POD_NAME");
   std::optional<std::string> coordinator = env("ZSHARD_COORDINATOR");
+  std::optional<std::string> comm_host;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i];
     std::optional<std::string> value;
@@ -57,9 +58,9 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(
       flag = flag.substr(0, eq);
     }
     static const char* const kKnown[] = {
-        "--coordinator", "--name",           "--device",     "--labels",
-        "--address",     "--tls-ca",         "--tls-cert",   "--tls-key",
-        "--log-format",  "--metrics-listen", "--dump-master"};
+        "--coordinator", "--name",           "--device",      "--labels",
+        "--address",     "--tls-ca",         "--tls-cert",    "--tls-key",
+        "--log-format",  "--metrics-listen", "--dump-master", "--comm-host"};
     if (std::find(std::begin(kKnown), std::end(kKnown), flag) ==
         std::end(kKnown)) {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag ", flag));
@@ -93,6 +94,11 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(
             "--metrics-listen must be HOST:PORT, not '", *value, "'"));
       }
       flags.metrics_listen = *value;
+    } else if (flag == "--comm-host") {
+      if (value->empty()) {
+        return absl::InvalidArgumentError("--comm-host must not be empty");
+      }
+      comm_host = *value;
     } else if (flag == "--dump-master") {
       flags.session.train.dump_master_dir = *value;
     } else if (flag == "--tls-ca") {
@@ -129,6 +135,23 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(
   }
   flags.session.name = *name;
   flags.channel.target = *coordinator;
+  // Where peers reach this worker's collectives and state moves: the flag,
+  // else the pod's IP, else the host of --address, else loopback.
+  if (!comm_host.has_value()) comm_host = env("POD_IP");
+  if ((!comm_host.has_value() || comm_host->empty()) &&
+      !flags.session.address.empty()) {
+    const std::string& address = flags.session.address;
+    const size_t colon = address.rfind(':');
+    std::string host =
+        colon == std::string::npos ? address : address.substr(0, colon);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    if (!host.empty()) comm_host = host;
+  }
+  if (comm_host.has_value() && !comm_host->empty()) {
+    flags.session.train.engine.hostname = *comm_host;
+  }
   return flags;
 }
 

@@ -1,5 +1,5 @@
-// TrainWorkload: the stepping thread, engine construction and the checks
-// that keep a run from going on with inconsistent state.
+// TrainWorkload: the stepping thread, epoch preparation and the hand-over
+// from the base epoch's engine to the next one.
 
 #include "client/worker/train/train_workload.h"
 
@@ -9,25 +9,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "client/worker/engine/master_dump.h"
-#include "client/worker/engine/workload_factory.h"
 #include "common/logging.h"
-#include "common/plan/plan.h"
 #include "common/status.h"
 
 namespace zshard::worker {
 namespace {
 
-void LogMemory(const char* what, int64_t step,
-               const engine::MemoryBytes& memory) {
-  ZSHARD_LOG_INFO(what, {{"step", absl::StrCat(step)},
-                         {"param_bytes", absl::StrCat(memory.param)},
-                         {"grad_bytes", absl::StrCat(memory.grad)},
-                         {"master_bytes", absl::StrCat(memory.master)},
-                         {"exp_avg_bytes", absl::StrCat(memory.exp_avg)},
-                         {"exp_avg_sq_bytes", absl::StrCat(memory.exp_avg_sq)},
-                         {"comm_bytes", absl::StrCat(memory.comm)},
-                         {"total_bytes", absl::StrCat(memory.total())}});
+bool Sends(const EpochInfo& epoch) {
+  for (const v1::Move& m : epoch.moves) {
+    if (m.from_worker_id() == epoch.worker_id) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -45,50 +37,133 @@ TrainWorkload::~TrainWorkload() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    if (engine_ != nullptr) engine_->Abort();
+    CancelTransitionLocked();
+    if (base_ != nullptr && base_->engine != nullptr) base_->engine->Abort();
+    if (next_ != nullptr && next_->engine != nullptr) next_->engine->Abort();
   }
   thread_.join();
 }
 
-void TrainWorkload::OnEpochCommitted(const EpochInfo& epoch) {
+void TrainWorkload::CancelTransitionLocked() {
+  if (!transitioning_) return;
+  transition_cancelled_ = true;
+  transition_abort_.store(true);
+  if (mover_ != nullptr) mover_->Abort();
+}
+
+void TrainWorkload::SetEpochReadyCallback(EpochReadyCallback ready) {
   absl::MutexLock lock(&mu_);
-  if (engine_ != nullptr && !done_ && epoch.epoch != epoch_.epoch) {
-    failure_ = absl::UnimplementedError(absl::StrCat(
-        "re-sharding of optimizer state is not supported yet: epoch ",
-        epoch.epoch, " changed the membership (world ", epoch_.world, " -> ",
-        epoch.world, ", rank ", epoch_.rank, " -> ", epoch.rank,
-        ") while this worker holds the state of step ", step_));
-    ZSHARD_LOG_ERROR("re-sharding of optimizer state is not supported yet",
-                     {{"error", std::string(failure_.message())}});
-    engine_->Abort();
+  ready_ = std::move(ready);
+}
+
+void TrainWorkload::SetCheckpointReporter(CheckpointReporter report) {
+  absl::MutexLock lock(&mu_);
+  report_checkpoint_ = std::move(report);
+}
+
+bool TrainWorkload::CanStepLocked() const {
+  return active_ && failure_.ok() && !done_ && base_ != nullptr &&
+         base_->engine != nullptr && !base_->broken && next_ == nullptr &&
+         !commit_request_.has_value() && stable_request_ == 0;
+}
+
+bool TrainWorkload::HasWorkLocked() const {
+  return stopping_ || commit_request_.has_value() || stable_request_ > 0 ||
+         CanStepLocked();
+}
+
+void TrainWorkload::OnProposed(int64_t epoch, int64_t base_epoch) {
+  std::vector<std::unique_ptr<HeldEngine>> garbage;
+  {
+    absl::MutexLock lock(&mu_);
+    // A stable epoch not yet applied is the proposal's base at most.
+    stable_request_ = 0;
+    commit_request_.reset();
+    if (next_ != nullptr && next_->epoch.epoch == base_epoch) {
+      // The epoch became stable while this worker missed it.
+      garbage.push_back(std::move(base_));
+      base_ = std::move(next_);
+    } else if (next_ != nullptr) {
+      // The next epoch broke before it was stable: its state goes, the
+      // base epoch's stays.
+      ZSHARD_LOG_INFO("dropping the state of an unstable epoch",
+                      {{"epoch", absl::StrCat(next_->epoch.epoch)},
+                       {"proposed", absl::StrCat(epoch)},
+                       {"base_epoch", absl::StrCat(base_epoch)}});
+      garbage.push_back(std::move(next_));
+    }
+    if (base_ != nullptr && base_->epoch.epoch != base_epoch) {
+      ZSHARD_LOG_INFO("dropping state the proposal does not build on",
+                      {{"epoch", absl::StrCat(base_->epoch.epoch)},
+                       {"base_epoch", absl::StrCat(base_epoch)}});
+      garbage.push_back(std::move(base_));
+    }
   }
-  epoch_ = epoch;
+  garbage.clear();  // outside the lock: engines close their connections
+}
+
+EpochStart TrainWorkload::OnEpochCommitted(const EpochInfo& epoch) {
+  absl::MutexLock lock(&mu_);
+  if (epoch.rank < 0 && !Sends(epoch)) return EpochStart::kReady;
+  commit_request_ = epoch;
+  return EpochStart::kPending;
+}
+
+void TrainWorkload::OnEpochStable(int64_t epoch) {
+  absl::MutexLock lock(&mu_);
+  stable_request_ = std::max(stable_request_, epoch);
 }
 
 void TrainWorkload::Activate(int64_t step) {
   absl::MutexLock lock(&mu_);
-  // The step is this worker's own until re-sharding exists: a resume step
-  // from the coordinator only matters when state moves.
-  if (engine_ == nullptr) step_ = step;
+  if (base_ == nullptr && next_ == nullptr) step_ = step;
   active_ = true;
+  stop_requested_ = false;
 }
 
 int64_t TrainWorkload::Pause() {
   absl::MutexLock lock(&mu_);
+  CancelTransitionLocked();
+  // A commit not started yet is superseded by whatever paused it.
+  commit_request_.reset();
+  // A stepping rank runs until the step that carries the stop flag (its own
+  // or a peer's) ends; anything else stops at once. A stable epoch still
+  // queued is applied first (it may start stepping: the flag stops it).
+  stop_requested_ = true;
+  auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !busy_ && stable_request_ == 0 && !CanStepLocked();
+  };
+  mu_.Await(absl::Condition(&stopped));
   active_ = false;
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !busy_; };
-  mu_.Await(absl::Condition(&idle));
+  stop_requested_ = false;
   return step_;
+}
+
+PreparedState TrainWorkload::prepared_state() const {
+  absl::MutexLock lock(&mu_);
+  PreparedState state;
+  state.step = step_;
+  state.adam_step = adam_step_;
+  state.commit_pending = commit_pending_;
+  state.commit_values = commit_values_;
+  return state;
 }
 
 void TrainWorkload::Abort() {
   absl::MutexLock lock(&mu_);
-  if (engine_ == nullptr || done_) return;
-  engine_->Abort();
-  if (failure_.ok()) {
-    failure_ = absl::AbortedError(
-        "collectives aborted by the coordinator (a peer failed)");
-    ZSHARD_LOG_ERROR("abort requested, communicators aborted");
+  if (done_) return;
+  bool aborted = transitioning_ && !transition_cancelled_;
+  CancelTransitionLocked();
+  for (HeldEngine* held : {base_.get(), next_.get()}) {
+    if (held == nullptr || held->engine == nullptr || held->broken) continue;
+    held->engine->Abort();
+    held->broken = true;
+    aborted = true;
+  }
+  if (aborted) {
+    ZSHARD_LOG_WARN(
+        "abort requested, communicators aborted; waiting for a "
+        "new epoch");
   }
 }
 
@@ -112,6 +187,16 @@ absl::Status TrainWorkload::failure() const {
   return failure_;
 }
 
+int64_t TrainWorkload::base_epoch() const {
+  absl::MutexLock lock(&mu_);
+  return base_ != nullptr ? base_->epoch.epoch : 0;
+}
+
+int TrainWorkload::base_rank() const {
+  absl::MutexLock lock(&mu_);
+  return base_ != nullptr ? base_->epoch.rank : -1;
+}
+
 void TrainWorkload::Fail(const absl::Status& status) {
   absl::MutexLock lock(&mu_);
   if (!failure_.ok()) return;
@@ -120,118 +205,89 @@ void TrainWorkload::Fail(const absl::Status& status) {
                    {{"error", std::string(status.message())}});
 }
 
+std::vector<std::unique_ptr<HeldEngine>> TrainWorkload::ApplyStableLocked(
+    int64_t epoch) {
+  std::vector<std::unique_ptr<HeldEngine>> garbage;
+  if (next_ != nullptr && next_->epoch.epoch == epoch) {
+    garbage.push_back(std::move(base_));
+    base_ = std::move(next_);
+  } else if (base_ == nullptr || base_->epoch.epoch != epoch) {
+    // This worker holds nothing in `epoch` (it only sent state, or joined
+    // later): its old state goes.
+    if (base_ != nullptr && base_->epoch.epoch < epoch) {
+      garbage.push_back(std::move(base_));
+    }
+    if (next_ != nullptr && next_->epoch.epoch < epoch) {
+      garbage.push_back(std::move(next_));
+    }
+  }
+  const int rank =
+      base_ != nullptr && base_->epoch.epoch == epoch ? base_->epoch.rank : -1;
+  if (rank >= 0 && base_->engine != nullptr) {
+    step_ = base_->engine->step();
+    adam_step_ = base_->engine->adam_step();
+    commit_pending_ = false;
+    if (!base_->broken) active_ = true;
+    LogEngineMemory("memory", step_, base_->engine->buffers().memory());
+  }
+  return garbage;
+}
+
 void TrainWorkload::Loop() {
   while (true) {
-    EpochInfo epoch;
-    bool build = false;
+    std::optional<EpochInfo> commit;
+    HeldEngine* stepping = nullptr;
+    bool stop = false;
+    std::vector<std::unique_ptr<HeldEngine>> garbage;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ ||
-               (active_ && failure_.ok() && !done_ && epoch_.rank >= 0);
-      };
-      mu_.Await(absl::Condition(&ready));
+      mu_.Await(absl::Condition(this, &TrainWorkload::HasWorkLocked));
       if (stopping_) return;
-      epoch = epoch_;
-      build = engine_ == nullptr;
-      busy_ = true;
+      if (commit_request_.has_value()) {
+        commit = std::move(commit_request_);
+        commit_request_.reset();
+        transition_cancelled_ = false;
+        transition_abort_.store(false);
+        transitioning_ = true;
+        busy_ = true;
+      } else if (stable_request_ > 0) {
+        const int64_t epoch = stable_request_;
+        stable_request_ = 0;
+        garbage = ApplyStableLocked(epoch);
+      } else {
+        stepping = base_.get();
+        stop = stop_requested_;
+        busy_ = true;
+      }
     }
-    absl::Status status = build ? BuildEngine(epoch) : RunStep(epoch);
-    if (!status.ok()) Fail(status);
-    absl::MutexLock lock(&mu_);
-    busy_ = false;
-    const int64_t delay_ms = build ? 0 : job_.workload.step_delay_ms;
-    if (delay_ms > 0 && !done_) {
-      auto interrupted = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !active_;
-      };
-      mu_.AwaitWithTimeout(absl::Condition(&interrupted),
-                           absl::Milliseconds(delay_ms));
+    garbage.clear();  // outside the lock: engines close their connections
+    if (commit.has_value()) {
+      const int64_t ready = RunTransition(*commit);
+      EpochReadyCallback callback;
+      {
+        absl::MutexLock lock(&mu_);
+        busy_ = false;
+        transitioning_ = false;
+        callback = ready_;
+      }
+      if (ready > 0 && callback) callback(ready);
+      continue;
     }
-  }
-}
-
-absl::Status TrainWorkload::BuildEngine(const EpochInfo& epoch) {
-  if (epoch.resume_step > 0) {
-    return absl::UnimplementedError(absl::StrCat(
-        "re-sharding of optimizer state is not supported yet: rank ",
-        epoch.rank, " of epoch ", epoch.epoch, " would resume at step ",
-        epoch.resume_step, " without optimizer state"));
-  }
-  absl::StatusOr<plan::Plan> plan =
-      plan::MakePlan(job_.model, job::JobPlanOptions(job_, epoch.world));
-  if (!plan.ok()) {
-    return absl::Status(plan.status().code(),
-                        absl::StrCat("plan for world ", epoch.world, ": ",
-                                     plan.status().message()));
-  }
-  if (plan->hash != epoch.plan_hash) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("plan hash mismatch for world ", epoch.world, " in epoch ",
-                     epoch.epoch, ": coordinator '", epoch.plan_hash,
-                     "', this worker '", plan->hash, "'"));
-  }
-  store_ = new_store_(epoch.epoch);
-  ZSHARD_ASSIGN_OR_RETURN(workload_,
-                          engine::MakeWorkload(job_, epoch.world, epoch.rank));
-  engine::EngineConfig config =
-      engine::MakeEngineConfig(job_, *plan, epoch.rank, store_.get());
-  ZSHARD_ASSIGN_OR_RETURN(
-      std::unique_ptr<engine::StepEngine> engine,
-      engine::StepEngine::Create(config, options_.engine, *workload_));
-  ZSHARD_LOG_INFO("engine ready", {{"epoch", absl::StrCat(epoch.epoch)},
-                                   {"rank", absl::StrCat(epoch.rank)},
-                                   {"world", absl::StrCat(epoch.world)},
-                                   {"instances", absl::StrCat(epoch.instances)},
-                                   {"plan_hash", plan->hash}});
-  LogMemory("memory", 0, engine->buffers().memory());
-  absl::MutexLock lock(&mu_);
-  engine_ = std::move(engine);
-  return absl::OkStatus();
-}
-
-absl::Status TrainWorkload::RunStep(const EpochInfo& epoch) {
-  engine::StepEngine* engine = nullptr;
-  {
-    absl::MutexLock lock(&mu_);
-    engine = engine_.get();
-  }
-  engine::StepResult result = engine->Step(*workload_);
-  const engine::StepTelemetry& t = result.telemetry;
-  telemetry_(epoch.epoch, t);
-  if (!result.status.ok()) {
-    engine->Abort();
-    return absl::Status(result.status.code(),
-                        absl::StrCat("step ", t.step, " failed (",
-                                     engine::StepOutcomeName(t.outcome),
-                                     "): ", result.status.message()));
-  }
-  const int64_t step = engine->step();
-  const int64_t steps = job_.workload.steps;
-  const bool last = steps > 0 && step >= steps;
-  if (step == 1 || last ||
-      (options_.log_every > 0 && step % options_.log_every == 0)) {
-    std::map<std::string, std::string> fields = {
-        {"step", absl::StrCat(step)},
-        {"outcome", engine::StepOutcomeName(t.outcome)},
-        {"grad_norm", absl::StrCat(t.grad_norm)},
-        {"step_ms", absl::StrCat(t.times.step * 1e3)}};
-    if (t.has_loss) fields["loss"] = absl::StrCat(t.loss);
-    ZSHARD_LOG_INFO("step", fields);
-  }
-  if (last) {
-    LogMemory("memory", step, t.memory);
-    if (!options_.dump_master_dir.empty()) {
-      ZSHARD_RETURN_IF_ERROR(
-          engine::DumpMasters(engine->buffers(), options_.dump_master_dir));
-      ZSHARD_LOG_INFO("masters dumped", {{"dir", options_.dump_master_dir},
-                                         {"rank", absl::StrCat(epoch.rank)}});
+    if (stepping != nullptr) {
+      RunStep(stepping, stop);
+      absl::MutexLock lock(&mu_);
+      busy_ = false;
+      const int64_t delay_ms = job_.workload.step_delay_ms;
+      if (delay_ms > 0 && CanStepLocked() && !stop_requested_) {
+        auto interrupted = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stopping_ || !active_ || stop_requested_ ||
+                 commit_request_.has_value() || stable_request_ > 0;
+        };
+        mu_.AwaitWithTimeout(absl::Condition(&interrupted),
+                             absl::Milliseconds(delay_ms));
+      }
     }
   }
-  absl::MutexLock lock(&mu_);
-  step_ = step;
-  done_ = last;
-  return absl::OkStatus();
 }
 
 }  // namespace zshard::worker

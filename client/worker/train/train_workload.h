@@ -1,37 +1,46 @@
 // TrainWorkload: the training path of the worker daemon (synthetic and
-// regression workloads). When a committed epoch gives this worker a rank it
-// recomputes the plan, checks the coordinator's hash, builds the ZeRO-1
-// step engine with communicators rendezvoused through the epoch's store,
-// and steps until the job's steps are done, streaming telemetry per step;
-// after the last step it dumps the owned fp32 masters when asked to.
+// regression workloads). It holds the state of its base (stable) epoch: the
+// engine that last stepped. A committed epoch is prepared on its own thread
+// (EpochBuilder: finish a pending step, move state, build the new engine)
+// while the base state is kept; the new engine replaces it when the epoch
+// is stable, and only then steps. Steps stop at a boundary every rank
+// agrees on (the stop flag rides on the commit all-reduce). A failed step
+// keeps the state and waits for the next proposal. Ranks of instance 0
+// write checkpoints; after the last step a rank dumps its owned fp32
+// masters when asked to.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "client/worker/comm/kv_store.h"
 #include "client/worker/engine/step_engine.h"
-#include "client/worker/engine/workload.h"
+#include "client/worker/reshard/state_mover.h"
+#include "client/worker/train/epoch_builder.h"
 #include "client/worker/workload/stepping_workload.h"
 #include "common/job/job_spec.h"
 
 namespace zshard::worker {
 
-// Steps on its own thread. Thread-safe (see SteppingWorkload). Failures
-// are final: a plan hash mismatch, an engine that cannot be built, a failed
-// step, or a membership change while holding optimizer state (re-sharding
-// is not supported yet); failure() then says why.
+// Steps and prepares epochs on its own thread. Thread-safe (see
+// SteppingWorkload). Final failures (failure() says why): a plan hash
+// mismatch, an engine that cannot be built for a reason other than a
+// failed peer, a broken invariant of the moves.
 class TrainWorkload : public SteppingWorkload {
  public:
   struct Options {
     // Directory for the --dump-master files after the last step; empty
-    // (default): no dump. Spares write nothing.
+    // (default): no dump. Only a rank holding state at the last step
+    // writes.
     std::string dump_master_dir;
     // The engine's options (collective timeout, threads, ...). Defaults
     // of EngineOptions.
@@ -40,9 +49,7 @@ class TrainWorkload : public SteppingWorkload {
     // Default 10.
     int64_t log_every = 10;
   };
-  // A rendezvous store scoped to `epoch`.
-  using StoreFactory =
-      std::function<std::unique_ptr<comm::KvStore>(int64_t epoch)>;
+  using StoreFactory = worker::StoreFactory;
   // Receives each step's telemetry; must not block long and cannot fail.
   using TelemetrySink =
       std::function<void(int64_t epoch, const engine::StepTelemetry&)>;
@@ -50,45 +57,79 @@ class TrainWorkload : public SteppingWorkload {
   // `job`'s workload kind must be synthetic or regression.
   TrainWorkload(const Options& options, job::JobSpec job,
                 StoreFactory new_store, TelemetrySink telemetry);
-  // Stops the stepping thread (after the step in progress).
+  // Aborts what is in progress and stops the thread.
   ~TrainWorkload() override;
   TrainWorkload(const TrainWorkload&) = delete;
   TrainWorkload& operator=(const TrainWorkload&) = delete;
 
-  void OnEpochCommitted(const EpochInfo& epoch) override;
+  void SetEpochReadyCallback(EpochReadyCallback ready) override;
+  void SetCheckpointReporter(CheckpointReporter report) override;
+  void OnProposed(int64_t epoch, int64_t base_epoch) override;
+  EpochStart OnEpochCommitted(const EpochInfo& epoch) override;
+  void OnEpochStable(int64_t epoch) override;
   void Activate(int64_t step) override;
-  // Blocks until the step (or engine build) in progress ends.
+  // A stepping rank finishes steps until every rank agrees to stop (at
+  // most one more step); an epoch being prepared is aborted. Blocks until
+  // nothing runs.
   int64_t Pause() override;
+  PreparedState prepared_state() const override;
   void Abort() override;
   int64_t step() const override;
   bool active() const override;
   bool done() const override;
   absl::Status failure() const override;
 
+  // The epoch whose engine steps (0: none yet) and this worker's rank in it
+  // (-1: none). For tests and logs.
+  int64_t base_epoch() const;
+  int base_rank() const;
+
  private:
   void Loop();
-  // Builds the engine for `epoch`.
-  absl::Status BuildEngine(const EpochInfo& epoch);
-  // Runs one step; after the last one dumps the masters and sets done_.
-  absl::Status RunStep(const EpochInfo& epoch);
+  bool CanStepLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs the queued commit; returns the epoch to report ready (0: none).
+  int64_t RunTransition(const EpochInfo& epoch);
+  // Applies a stable epoch; returns state to free outside the lock.
+  std::vector<std::unique_ptr<HeldEngine>> ApplyStableLocked(int64_t epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RunStep(HeldEngine* held, bool stop);
+  void AfterStep(HeldEngine* held, const engine::StepTelemetry& t);
   void Fail(const absl::Status& status);
+  // Cancels the preparation in progress, if any.
+  void CancelTransitionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   const job::JobSpec job_;
   const StoreFactory new_store_;
   const TelemetrySink telemetry_;
 
-  // Used by the stepping thread only (engine_ is also read under mu_ by
-  // Abort, and set under mu_).
-  std::unique_ptr<comm::KvStore> store_;
-  std::unique_ptr<engine::Workload> workload_;
-
   mutable absl::Mutex mu_;
-  std::unique_ptr<engine::StepEngine> engine_ ABSL_GUARDED_BY(mu_);
-  EpochInfo epoch_ ABSL_GUARDED_BY(mu_);
+  EpochReadyCallback ready_ ABSL_GUARDED_BY(mu_);
+  CheckpointReporter report_checkpoint_ ABSL_GUARDED_BY(mu_);
+  // The stable epoch's state (the engine that steps), and a committed
+  // epoch prepared but not yet stable.
+  std::unique_ptr<HeldEngine> base_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<HeldEngine> next_ ABSL_GUARDED_BY(mu_);
+  // Work for the thread: a committed epoch to prepare, a stable epoch.
+  std::optional<EpochInfo> commit_request_ ABSL_GUARDED_BY(mu_);
+  int64_t stable_request_ ABSL_GUARDED_BY(mu_) = 0;
+  // The mover of the transition in progress (for Abort), and whether the
+  // transition was cancelled by a pause or an abort.
+  reshard::StateMover* mover_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool transitioning_ ABSL_GUARDED_BY(mu_) = false;
+  bool transition_cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  // Raised with transition_cancelled_: ends the preparation's rendezvous
+  // waits promptly (read without the lock by the epoch's store).
+  std::atomic<bool> transition_abort_{false};
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t adam_step_ ABSL_GUARDED_BY(mu_) = 0;
+  bool commit_pending_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<double> commit_values_ ABSL_GUARDED_BY(mu_);
   bool active_ ABSL_GUARDED_BY(mu_) = false;
-  bool busy_ ABSL_GUARDED_BY(mu_) = false;  // a step or build in progress
+  // Contributed to the next step's commit all-reduce.
+  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;  // a step or transition runs
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);

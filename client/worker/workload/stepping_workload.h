@@ -1,17 +1,22 @@
 // SteppingWorkload: what the worker's session drives. Transitions stop it
-// at a step boundary and resume it; the session reports its step in
+// at a step boundary, hand it each committed epoch (with its state moves)
+// and tell it when the epoch is stable; the session reports its step in
 // heartbeats and ends when it is done or has failed. Implemented by the
 // idle counter and by the training workload.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "zshard/v1/types.pb.h"
+#include "zshard/v1/worker_service.pb.h"
 
 namespace zshard::worker {
 
-// A committed epoch as this worker sees it.
+// A committed epoch as this worker sees it (PlanUpdate, COMMITTED phase).
 struct EpochInfo {
   int64_t epoch = 0;
   int rank = -1;  // -1: spare or not a member
@@ -19,21 +24,104 @@ struct EpochInfo {
   int instances = 1;
   std::string plan_hash;  // the coordinator's plan hash for `world`
   int64_t resume_step = 0;
+  // This worker's id (the moves name their ends by worker id).
+  std::string worker_id;
+  // This worker's instance and shard rank (-1 with rank -1).
+  int instance = -1;
+  int shard_rank = -1;
+  // The stable epoch this one replaces (0: the job's first epoch).
+  int64_t base_epoch = 0;
+  // Adam updates applied by resume_step.
+  int64_t resume_adam_step = 0;
+  // The state to move before the epoch is ready, in the update's order.
+  std::vector<v1::Move> moves;
+  // Set when every range comes from the checkpoint in restore_dir (a
+  // rollback or a restore): no member uses state of its own.
+  bool restore = false;
+  std::string restore_dir;
+  // Ranks whose commit all-reduce of step resume_step is pending finish
+  // that step with these values before the moves.
+  bool finish_pending_step = false;
+  std::vector<double> commit_values;
+  // Every member's place in the epoch (ranks first, then listed spares).
+  std::vector<v1::Assignment> assignments;
 };
+
+// What a worker reports when it acks PREPARED.
+struct PreparedState {
+  // Last completed step and Adam updates applied by then.
+  int64_t step = 0;
+  int64_t adam_step = 0;
+  // The commit all-reduce of step + 1 failed after this rank contributed:
+  // it can finish that step with a passing rank's commit values.
+  bool commit_pending = false;
+  // The commit all-reduce's result of `step` (empty: unknown).
+  std::vector<double> commit_values;
+};
+
+// Whether a committed epoch is ready at once (ack ACTIVE now) or later,
+// when the workload calls the ready callback.
+enum class EpochStart { kReady, kPending };
 
 // Thread-safe: the session's threads call every method concurrently.
 class SteppingWorkload {
  public:
+  // Called (from the workload's own thread, no lock held) when a committed
+  // epoch that OnEpochCommitted answered kPending is ready: state moved and
+  // communicators built.
+  using EpochReadyCallback = std::function<void(int64_t epoch)>;
+  // Called when a rank wrote its checkpoint file; returns the coordinator's
+  // answer (failures are logged by the workload, never fatal).
+  using CheckpointReporter = std::function<absl::Status(
+      int64_t epoch, int64_t step, int64_t adam_step, const std::string& dir,
+      const v1::CheckpointFile& file)>;
+
   virtual ~SteppingWorkload() = default;
 
-  // Told before Activate/Pause when a new committed epoch is applied
-  // (not on replays of the same epoch). Default: nothing.
-  virtual void OnEpochCommitted(const EpochInfo& epoch) { (void)epoch; }
+  // Installs the ready callback; call before the first epoch. Default:
+  // ignored (workloads that are always ready at once).
+  virtual void SetEpochReadyCallback(EpochReadyCallback ready) { (void)ready; }
+  // Installs the checkpoint reporter. Default: ignored.
+  virtual void SetCheckpointReporter(CheckpointReporter report) {
+    (void)report;
+  }
+
+  // Epoch `epoch` was proposed with base (stable) epoch `base_epoch`;
+  // called after Pause. Default: nothing.
+  virtual void OnProposed(int64_t epoch, int64_t base_epoch) {
+    (void)epoch;
+    (void)base_epoch;
+  }
+
+  // Told once when a new committed epoch is applied (not on replays of the
+  // same epoch). kReady: the caller then calls Activate(resume_step) (a
+  // rank) or Pause (no rank) and acks ACTIVE at once; kPending: the
+  // workload prepares the epoch on its own thread and calls the ready
+  // callback when done (never, if the preparation fails). Default: kReady.
+  virtual EpochStart OnEpochCommitted(const EpochInfo& epoch) {
+    (void)epoch;
+    return EpochStart::kReady;
+  }
+
+  // Every rank of committed epoch `epoch` is ready: the old state may go
+  // and ranks step. Default: nothing (the caller re-activates a rank that
+  // is not stepping).
+  virtual void OnEpochStable(int64_t epoch) { (void)epoch; }
 
   // Starts stepping from `step` (the last completed step).
   virtual void Activate(int64_t step) = 0;
-  // Stops at the next step boundary; returns the last completed step.
+  // Stops at the next step boundary (for a stepping rank of a training
+  // job: the next boundary every rank agrees on); returns the last
+  // completed step.
   virtual int64_t Pause() = 0;
+  // What to report in a PREPARED ack, after Pause. Default: step() with as
+  // many Adam updates, nothing pending.
+  virtual PreparedState prepared_state() const {
+    PreparedState state;
+    state.step = step();
+    state.adam_step = state.step;
+    return state;
+  }
   // The coordinator asked to abort the epoch's collectives. Default:
   // nothing (no collectives).
   virtual void Abort() {}

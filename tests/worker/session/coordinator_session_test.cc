@@ -1,12 +1,14 @@
 // Tests of CoordinatorSession against an in-process gRPC WorkerService on
 // 127.0.0.1 whose answers the test controls: join, transition acks and
 // stepping, graceful leave, fencing, the job's end, a rejoin when the
-// coordinator forgets the worker, and a refused join.
+// coordinator forgets the worker, a refused join, a job the coordinator
+// failed, and a leave that hands the worker's state over first.
 
 #include "client/worker/session/coordinator_session.h"
 
 #include <atomic>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -62,6 +64,8 @@ class FakeWorkerService final : public v1::WorkerService::Service {
     response->set_epoch(1);
     response->set_state(v1::MEMBER_STATE_ACTIVE);
     response->set_command(command_);
+    response->set_job_failed(job_failed_);
+    response->set_exit_reason(exit_reason_);
     return grpc::Status::OK;
   }
 
@@ -80,7 +84,15 @@ class FakeWorkerService final : public v1::WorkerService::Service {
     writer->Write(update);
     absl::MutexLock lock(&mu_);
     while (!context->IsCancelled() && !shutdown_) {
-      mu_.AwaitWithTimeout(absl::Condition(&shutdown_), absl::Milliseconds(5));
+      auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return shutdown_ || !queued_.empty();
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&wake), absl::Milliseconds(5));
+      for (v1::PlanUpdate& next : queued_) {
+        next.mutable_assignments(0)->set_worker_id(request->worker_id());
+        writer->Write(next);
+      }
+      queued_.clear();
     }
     return grpc::Status::OK;
   }
@@ -94,10 +106,28 @@ class FakeWorkerService final : public v1::WorkerService::Service {
   }
 
   grpc::Status Leave(grpc::ServerContext*, const v1::LeaveRequest* request,
-                     v1::LeaveResponse*) override {
+                     v1::LeaveResponse* response) override {
     absl::MutexLock lock(&mu_);
     leave_reason_ = request->reason();
+    // The first leave of a worker holding state hands it over.
+    response->set_handover(handover_ && leaves_ == 0);
+    ++leaves_;
     return grpc::Status::OK;
+  }
+
+  // Queues an update for the watch stream; its first assignment is this
+  // worker's and gets its id.
+  void Queue(int64_t epoch, v1::PlanPhase phase, int64_t base_epoch, int rank) {
+    v1::PlanUpdate update;
+    update.set_epoch(epoch);
+    update.set_phase(phase);
+    update.set_base_epoch(base_epoch);
+    update.set_world(1);
+    update.set_instances(1);
+    v1::Assignment* a = update.add_assignments();
+    a->set_rank(rank);
+    absl::MutexLock lock(&mu_);
+    queued_.push_back(update);
   }
 
   absl::Mutex mu_;
@@ -107,6 +137,11 @@ class FakeWorkerService final : public v1::WorkerService::Service {
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
   v1::Command command_ ABSL_GUARDED_BY(mu_) = v1::COMMAND_UNSPECIFIED;
+  bool job_failed_ ABSL_GUARDED_BY(mu_) = false;
+  std::string exit_reason_ ABSL_GUARDED_BY(mu_);
+  bool handover_ ABSL_GUARDED_BY(mu_) = false;
+  int leaves_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<v1::PlanUpdate> queued_ ABSL_GUARDED_BY(mu_);
   int joins_ ABSL_GUARDED_BY(mu_) = 0;
   int heartbeats_ ABSL_GUARDED_BY(mu_) = 0;
   int active_acks_ ABSL_GUARDED_BY(mu_) = 0;
@@ -215,6 +250,54 @@ TEST_F(CoordinatorSessionTest, ExitCommandEndsTheJob) {
   auto outcome = Finish();
   ASSERT_TRUE(outcome.ok());
   EXPECT_EQ(*outcome, SessionOutcome::kDone);
+}
+
+TEST_F(CoordinatorSessionTest, FailedJobEndsWithTheCoordinatorsReason) {
+  StartRun();
+  ASSERT_TRUE(WaitActive());
+  {
+    absl::MutexLock lock(&service_.mu_);
+    service_.command_ = v1::COMMAND_EXIT;
+    service_.job_failed_ = true;
+    service_.exit_reason_ = "optimizer state of param 'p2' was lost";
+  }
+  auto outcome = Finish();
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_EQ(*outcome, SessionOutcome::kFailed);
+  EXPECT_EQ(session_->failure_reason(),
+            "job failed: optimizer state of param 'p2' was lost");
+  absl::MutexLock lock(&service_.mu_);
+  EXPECT_EQ(service_.leave_reason_,
+            "failed: job failed: optimizer state of param 'p2' was lost");
+}
+
+TEST_F(CoordinatorSessionTest, StopHandsTheStateOverBeforeLeaving) {
+  {
+    absl::MutexLock lock(&service_.mu_);
+    service_.handover_ = true;
+  }
+  StartRun();
+  ASSERT_TRUE(WaitActive());
+  session_->Stop();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::MutexLock lock(&service_.mu_);
+        return service_.leaves_ == 1;
+      },
+      5000, 1));
+  // Draining: still in the job until an epoch without it is stable.
+  EXPECT_TRUE(session_->alive());
+  service_.Queue(2, v1::PLAN_PHASE_PROPOSED, 1, -1);
+  service_.Queue(2, v1::PLAN_PHASE_COMMITTED, 1, -1);
+  EXPECT_TRUE(session_->alive());
+  service_.Queue(2, v1::PLAN_PHASE_STABLE, 1, -1);
+  auto outcome = Finish();
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(*outcome, SessionOutcome::kDrained);
+  EXPECT_EQ(session_->epoch(), 2);
+  absl::MutexLock lock(&service_.mu_);
+  EXPECT_EQ(service_.leaves_, 2);
+  EXPECT_EQ(service_.leave_reason_, "drained");
 }
 
 TEST_F(CoordinatorSessionTest, DoneAfterStepsWithoutExitCommand) {

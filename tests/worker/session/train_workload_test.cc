@@ -1,25 +1,35 @@
-// TrainWorkload on a one-rank world (no peers, no rendezvous): it steps to
-// the job's end and dumps its masters, streams one telemetry report per
-// step, and refuses a plan hash it cannot reproduce, a membership change
-// while holding optimizer state, and a resume without state.
+// TrainWorkload on a one-rank world (no peers, no rendezvous): it builds
+// its first epoch when committed and steps only once the epoch is stable,
+// to the job's end with a master dump; it refuses a plan hash it cannot
+// reproduce; it re-shards into a new epoch (state kept through the
+// StateMover, engine rebuilt from state) and ends with the same masters as
+// an undisturbed run; it writes and reports checkpoints, and a restore from
+// one ends with the same masters too.
 
 #include "client/worker/train/train_workload.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "client/worker/checkpoint/checkpoint_file.h"
+#include "client/worker/engine/master_dump.h"
 #include "gtest/gtest.h"
 #include "tests/testing/wait_for.h"
 
 namespace zshard::worker {
 namespace {
 
-constexpr int64_t kTimeoutMs = 5000;
+using ::zshard::testing::WaitFor;
 
-job::JobSpec SyntheticJob(int64_t steps) {
+constexpr int64_t kTimeoutMs = 10000;
+
+job::JobSpec SyntheticJob(int64_t steps, int64_t step_delay_ms = 0) {
   job::JobSpec job;
   job.name = "unit";
   for (int i = 0; i < 3; ++i) {
@@ -36,58 +46,114 @@ job::JobSpec SyntheticJob(int64_t steps) {
   job.workload.kind = job::WorkloadKind::kSynthetic;
   job.workload.steps = steps;
   job.workload.global_batch = 4;
-  job.workload.step_delay_ms = 0;
+  job.workload.step_delay_ms = step_delay_ms;
   return job;
 }
 
-EpochInfo OneRankEpoch(const job::JobSpec& job, int64_t epoch) {
+EpochInfo OneRankEpoch(const job::JobSpec& job, int64_t epoch,
+                       int64_t base_epoch) {
   absl::StatusOr<plan::Plan> plan =
       plan::MakePlan(job.model, job::JobPlanOptions(job, 1));
   EpochInfo info;
   info.epoch = epoch;
+  info.base_epoch = base_epoch;
   info.rank = 0;
+  info.instance = 0;
+  info.shard_rank = 0;
   info.world = 1;
   info.instances = 1;
+  info.worker_id = "w0";
   info.plan_hash = plan.ok() ? plan->hash : "";
   return info;
+}
+
+std::string FreshDir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/train_workload_" + name;
+  std::filesystem::remove_all(dir);
+  return dir;
 }
 
 class TrainWorkloadTest : public ::testing::Test {
  protected:
   std::unique_ptr<TrainWorkload> Make(const job::JobSpec& job,
                                       const TrainWorkload::Options& options) {
-    return std::make_unique<TrainWorkload>(
+    auto workload = std::make_unique<TrainWorkload>(
         options, job,
         [](int64_t) -> std::unique_ptr<comm::KvStore> { return nullptr; },
         [this](int64_t epoch, const engine::StepTelemetry& t) {
           absl::MutexLock lock(&mu_);
-          EXPECT_EQ(epoch, 1);
-          steps_.push_back(t.step);
+          steps_.push_back({epoch, t.step});
         });
+    workload->SetEpochReadyCallback([this](int64_t epoch) {
+      absl::MutexLock lock(&mu_);
+      ready_.push_back(epoch);
+    });
+    workload->SetCheckpointReporter(
+        [this](int64_t epoch, int64_t step, int64_t adam_step,
+               const std::string& dir, const v1::CheckpointFile& file) {
+          absl::MutexLock lock(&mu_);
+          EXPECT_EQ(epoch, 1);
+          EXPECT_EQ(adam_step, step);
+          checkpoints_[step] = {dir, file};
+          return absl::OkStatus();
+        });
+    return workload;
   }
-  std::vector<int64_t> steps() {
+  bool Ready(int64_t epoch) {
+    absl::MutexLock lock(&mu_);
+    return std::find(ready_.begin(), ready_.end(), epoch) != ready_.end();
+  }
+  // Commits `epoch` and waits until it is ready; then makes it stable.
+  void Start(TrainWorkload& workload, const EpochInfo& epoch) {
+    ASSERT_EQ(workload.OnEpochCommitted(epoch), EpochStart::kPending);
+    ASSERT_TRUE(WaitFor([&] { return Ready(epoch.epoch); }, kTimeoutMs, 1))
+        << workload.failure();
+    EXPECT_FALSE(workload.active());
+    workload.OnEpochStable(epoch.epoch);
+  }
+  std::vector<std::pair<int64_t, int64_t>> steps() {
     absl::MutexLock lock(&mu_);
     return steps_;
   }
+  // Runs `job` undisturbed and returns its dump directory.
+  std::string Undisturbed(const job::JobSpec& job, const std::string& name) {
+    TrainWorkload::Options options;
+    options.dump_master_dir = FreshDir(name);
+    options.engine.adam_threads = 1;
+    auto workload = Make(job, options);
+    Start(*workload, OneRankEpoch(job, 1, 0));
+    EXPECT_TRUE(WaitFor([&] { return workload->done(); }, kTimeoutMs, 1));
+    return options.dump_master_dir;
+  }
+  void ExpectSameMasters(const job::JobSpec& job, const std::string& a,
+                         const std::string& b) {
+    auto ma = engine::LoadMasters(a, job.model);
+    auto mb = engine::LoadMasters(b, job.model);
+    ASSERT_TRUE(ma.ok()) << ma.status();
+    ASSERT_TRUE(mb.ok()) << mb.status();
+    EXPECT_EQ(*ma, *mb);
+  }
 
   absl::Mutex mu_;
-  std::vector<int64_t> steps_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<int64_t, int64_t>> steps_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> ready_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, std::pair<std::string, v1::CheckpointFile>> checkpoints_
+      ABSL_GUARDED_BY(mu_);
 };
 
-TEST_F(TrainWorkloadTest, StepsToTheEndAndDumpsMasters) {
+TEST_F(TrainWorkloadTest, StepsOnceStableToTheEndAndDumpsMasters) {
   const job::JobSpec job = SyntheticJob(5);
   TrainWorkload::Options options;
-  options.dump_master_dir = ::testing::TempDir() + "/train_workload_masters";
-  std::filesystem::remove_all(options.dump_master_dir);
+  options.dump_master_dir = FreshDir("masters");
   options.engine.adam_threads = 1;
   auto workload = Make(job, options);
-  workload->OnEpochCommitted(OneRankEpoch(job, 1));
-  workload->Activate(0);
-  ASSERT_TRUE(
-      testing::WaitFor([&] { return workload->done(); }, kTimeoutMs, 1));
+  Start(*workload, OneRankEpoch(job, 1, 0));
+  ASSERT_TRUE(WaitFor([&] { return workload->done(); }, kTimeoutMs, 1));
   EXPECT_TRUE(workload->failure().ok()) << workload->failure();
   EXPECT_EQ(workload->step(), 5);
-  EXPECT_EQ(steps(), (std::vector<int64_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(workload->base_epoch(), 1);
+  EXPECT_EQ(steps(), (std::vector<std::pair<int64_t, int64_t>>{
+                         {1, 1}, {1, 2}, {1, 3}, {1, 4}, {1, 5}}));
   EXPECT_TRUE(
       std::filesystem::exists(options.dump_master_dir + "/index-0.json"));
 }
@@ -95,48 +161,140 @@ TEST_F(TrainWorkloadTest, StepsToTheEndAndDumpsMasters) {
 TEST_F(TrainWorkloadTest, PlanHashMismatchFails) {
   const job::JobSpec job = SyntheticJob(5);
   auto workload = Make(job, {});
-  EpochInfo epoch = OneRankEpoch(job, 1);
+  EpochInfo epoch = OneRankEpoch(job, 1, 0);
   epoch.plan_hash = "not-the-hash";
-  workload->OnEpochCommitted(epoch);
-  workload->Activate(0);
-  ASSERT_TRUE(testing::WaitFor([&] { return !workload->failure().ok(); },
-                               kTimeoutMs, 1));
+  EXPECT_EQ(workload->OnEpochCommitted(epoch), EpochStart::kPending);
+  ASSERT_TRUE(
+      WaitFor([&] { return !workload->failure().ok(); }, kTimeoutMs, 1));
   EXPECT_TRUE(
       absl::StrContains(workload->failure().message(), "plan hash mismatch"))
       << workload->failure();
-  EXPECT_FALSE(workload->done());
+  EXPECT_FALSE(Ready(1));
   EXPECT_EQ(workload->step(), 0);
 }
 
-TEST_F(TrainWorkloadTest, NewEpochWhileHoldingStateFails) {
-  const job::JobSpec job = SyntheticJob(0);  // runs until stopped
+TEST_F(TrainWorkloadTest, NoRankAndNothingToSendIsReadyAtOnce) {
+  const job::JobSpec job = SyntheticJob(5);
   auto workload = Make(job, {});
-  workload->OnEpochCommitted(OneRankEpoch(job, 1));
-  workload->Activate(0);
-  ASSERT_TRUE(
-      testing::WaitFor([&] { return workload->step() >= 2; }, kTimeoutMs, 1));
-  const int64_t step = workload->Pause();
-  workload->OnEpochCommitted(OneRankEpoch(job, 2));
-  workload->Activate(step);
-  EXPECT_TRUE(
-      absl::StrContains(workload->failure().message(),
-                        "re-sharding of optimizer state is not supported yet"))
-      << workload->failure();
-  EXPECT_EQ(workload->Pause(), step);  // no step after the failure
+  EpochInfo epoch = OneRankEpoch(job, 1, 0);
+  epoch.rank = -1;
+  EXPECT_EQ(workload->OnEpochCommitted(epoch), EpochStart::kReady);
+  EXPECT_EQ(workload->Pause(), 0);
 }
 
-TEST_F(TrainWorkloadTest, ResumingWithoutStateFails) {
-  const job::JobSpec job = SyntheticJob(10);
-  auto workload = Make(job, {});
-  EpochInfo epoch = OneRankEpoch(job, 3);
-  epoch.resume_step = 4;
-  workload->OnEpochCommitted(epoch);
-  workload->Activate(4);
-  ASSERT_TRUE(testing::WaitFor([&] { return !workload->failure().ok(); },
-                               kTimeoutMs, 1));
+TEST_F(TrainWorkloadTest, ReshardedRunEndsWithTheUndisturbedMasters) {
+  const job::JobSpec job = SyntheticJob(8, /*step_delay_ms=*/20);
+  const std::string reference = Undisturbed(job, "reference");
+  {
+    absl::MutexLock lock(&mu_);
+    steps_.clear();
+  }
+
+  TrainWorkload::Options options;
+  options.dump_master_dir = FreshDir("resharded");
+  options.engine.adam_threads = 1;
+  auto workload = Make(job, options);
+  Start(*workload, OneRankEpoch(job, 1, 0));
+  ASSERT_TRUE(WaitFor([&] { return workload->step() >= 2; }, kTimeoutMs, 1));
+  // Epoch 2 is proposed: the rank stops at a step boundary.
+  const int64_t stopped = workload->Pause();
+  workload->OnProposed(2, 1);
+  const PreparedState prepared = workload->prepared_state();
+  EXPECT_EQ(prepared.step, stopped);
+  EXPECT_EQ(prepared.adam_step, stopped);
+  EXPECT_FALSE(prepared.commit_pending);
+  ASSERT_LT(stopped, 8) << "the run ended before the transition";
+  EXPECT_FALSE(WaitFor([&] { return workload->step() != stopped; }, 30, 1));
+
+  EpochInfo next = OneRankEpoch(job, 2, 1);
+  next.resume_step = stopped;
+  next.resume_adam_step = prepared.adam_step;
+  Start(*workload, next);
   EXPECT_TRUE(
-      absl::StrContains(workload->failure().message(),
-                        "re-sharding of optimizer state is not supported yet"));
+      WaitFor([&] { return workload->base_epoch() == 2; }, kTimeoutMs, 1));
+  ASSERT_TRUE(WaitFor([&] { return workload->done(); }, kTimeoutMs, 1))
+      << workload->failure();
+  EXPECT_TRUE(workload->failure().ok()) << workload->failure();
+  EXPECT_EQ(workload->step(), 8);
+  // Steps after the transition are reported under the new epoch.
+  for (const auto& [epoch, step] : steps()) {
+    EXPECT_EQ(epoch, step <= stopped ? 1 : 2) << "step " << step;
+  }
+  ExpectSameMasters(job, reference, options.dump_master_dir);
+}
+
+TEST_F(TrainWorkloadTest, BrokenNextEpochIsDroppedAndTheBaseKept) {
+  const job::JobSpec job = SyntheticJob(0, /*step_delay_ms=*/5);
+  auto workload = Make(job, {});
+  Start(*workload, OneRankEpoch(job, 1, 0));
+  ASSERT_TRUE(WaitFor([&] { return workload->step() >= 1; }, kTimeoutMs, 1));
+  const int64_t stopped = workload->Pause();
+  workload->OnProposed(2, 1);
+  EpochInfo next = OneRankEpoch(job, 2, 1);
+  next.resume_step = stopped;
+  next.resume_adam_step = stopped;
+  ASSERT_EQ(workload->OnEpochCommitted(next), EpochStart::kPending);
+  ASSERT_TRUE(WaitFor([&] { return Ready(2); }, kTimeoutMs, 1));
+  // Epoch 2 broke before it was stable: epoch 3 builds on epoch 1 again.
+  workload->Pause();
+  workload->OnProposed(3, 1);
+  EXPECT_EQ(workload->base_epoch(), 1);
+  EXPECT_EQ(workload->prepared_state().step, stopped);
+  // The proposal is abandoned: the base engine steps on.
+  workload->Activate(stopped);
+  EXPECT_TRUE(
+      WaitFor([&] { return workload->step() > stopped; }, kTimeoutMs, 1));
+}
+
+TEST_F(TrainWorkloadTest, CheckpointsAreWrittenReportedAndRestorable) {
+  job::JobSpec job = SyntheticJob(8);
+  job.checkpoint.dir = FreshDir("checkpoints");
+  job.checkpoint.every_steps = 3;
+  const std::string reference = Undisturbed(job, "checkpoint_reference");
+  std::pair<std::string, v1::CheckpointFile> at6;
+  {
+    absl::MutexLock lock(&mu_);
+    EXPECT_EQ(checkpoints_.size(), 2u);  // steps 3 and 6
+    ASSERT_EQ(checkpoints_.count(6), 1u);
+    at6 = checkpoints_[6];
+  }
+  EXPECT_EQ(at6.first, checkpoint::StepDir(job.checkpoint.dir, 6));
+  EXPECT_TRUE(std::filesystem::exists(at6.first + "/" + at6.second.path()));
+
+  // A restore: a fresh worker loads every range from the step-6 files.
+  job.checkpoint.every_steps = 0;
+  TrainWorkload::Options options;
+  options.dump_master_dir = FreshDir("restored");
+  options.engine.adam_threads = 1;
+  auto workload = Make(job, options);
+  EpochInfo restore = OneRankEpoch(job, 1, 0);
+  restore.restore = true;
+  restore.restore_dir = at6.first;
+  restore.resume_step = 6;
+  restore.resume_adam_step = 6;
+  for (const v1::ParamRange& range : at6.second.ranges()) {
+    v1::Move move;
+    move.set_from_rank(-1);
+    move.set_to_rank(0);
+    move.set_to_worker_id("w0");
+    move.set_param_index(range.param_index());
+    move.set_expert_rank(range.expert_rank());
+    move.set_begin(range.begin());
+    move.set_end(range.end());
+    move.set_length(range.end() - range.begin());
+    move.set_checkpoint_file(at6.second.path());
+    restore.moves.push_back(move);
+  }
+  Start(*workload, restore);
+  ASSERT_TRUE(WaitFor([&] { return workload->done(); }, kTimeoutMs, 1))
+      << workload->failure();
+  // The restored run resumed after step 6.
+  const auto all = steps();
+  ASSERT_GE(all.size(), 2u);
+  EXPECT_EQ(all[all.size() - 2], (std::pair<int64_t, int64_t>{1, 7}));
+  EXPECT_EQ(all.back(), (std::pair<int64_t, int64_t>{1, 8}));
+  EXPECT_EQ(workload->step(), 8);
+  ExpectSameMasters(job, reference, options.dump_master_dir);
 }
 
 }  // namespace

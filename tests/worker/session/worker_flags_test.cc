@@ -3,6 +3,9 @@
 
 #include "client/worker/session/worker_flags.h"
 
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace zshard::worker {
@@ -46,6 +49,28 @@ TEST(WorkerFlagsTest, DumpMasterDirectory) {
       ParseWorkerFlags({"--coordinator", "c:1", "--name", "w", "--dump-master"},
                        Env({}))
           .ok());
+}
+
+TEST(WorkerFlagsTest, CommHostFromFlagPodIpOrAddress) {
+  const std::vector<std::string> base = {"--coordinator", "c:1", "--name", "w"};
+  auto flags = ParseWorkerFlags(base, Env({}));
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->session.train.engine.hostname, "127.0.0.1");
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--address", "w-0.zshard:9000"});
+  flags = ParseWorkerFlags(args, Env({}));
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->session.train.engine.hostname, "w-0.zshard");
+  flags = ParseWorkerFlags(args, Env({{"POD_IP", "10.1.2.3"}}));
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->session.train.engine.hostname, "10.1.2.3");
+  args.insert(args.end(), {"--comm-host", "192.168.0.7"});
+  flags = ParseWorkerFlags(args, Env({{"POD_IP", "10.1.2.3"}}));
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->session.train.engine.hostname, "192.168.0.7");
+  args = base;
+  args.insert(args.end(), {"--comm-host="});
+  EXPECT_FALSE(ParseWorkerFlags(args, Env({})).ok());
 }
 
 TEST(WorkerFlagsTest, DefaultsFromEnvironment) {

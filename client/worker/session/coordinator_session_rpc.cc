@@ -1,0 +1,126 @@
+// CoordinatorSession: the unary calls a session makes besides join and
+// heartbeat (transition acks, checkpoint reports, leave) and the hand-over
+// of a leaving worker's state.
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/worker/session/coordinator_session.h"
+#include "common/grpc_status.h"
+#include "common/logging.h"
+
+namespace zshard::worker {
+
+void CoordinatorSession::SendAck(const TransitionAck& ack) {
+  v1::AckTransitionRequest request;
+  const auto [worker_id, token] = Credentials();
+  request.set_worker_id(worker_id);
+  request.set_token(token);
+  request.set_epoch(ack.epoch);
+  request.set_phase(ack.phase);
+  request.set_step(ack.step);
+  request.set_commit_point_passed(ack.commit_point_passed);
+  if (ack.phase == v1::ACK_PHASE_PREPARED) {
+    request.set_adam_step(ack.adam_step);
+    request.set_commit_pending(ack.commit_pending);
+    for (double v : ack.commit_values) request.add_commit_values(v);
+  }
+  v1::AckTransitionResponse response;
+  auto context = MakeContext();
+  grpc::Status status = stub_->AckTransition(context.get(), request, &response);
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+    return End(SessionOutcome::kFenced,
+               "ack refused: " + status.error_message());
+  }
+  // Other failures (a stale epoch, the coordinator away) need no retry
+  // here: the watch stream replays the current state on reconnect and the
+  // ack is sent again.
+  if (!status.ok()) {
+    ZSHARD_LOG_WARN("transition ack failed",
+                    {{"epoch", absl::StrCat(ack.epoch)},
+                     {"error", status.error_message()}});
+  }
+}
+
+void CoordinatorSession::OnEpochReady(int64_t epoch) {
+  std::shared_ptr<TransitionHandler> handler = this->handler();
+  if (handler == nullptr) return;
+  std::optional<TransitionAck> ack = handler->EpochReady(epoch);
+  if (ack.has_value()) SendAck(*ack);
+}
+
+absl::Status CoordinatorSession::ReportCheckpoint(
+    int64_t epoch, int64_t step, int64_t adam_step, const std::string& dir,
+    const v1::CheckpointFile& file) {
+  v1::ReportCheckpointRequest request;
+  const auto [worker_id, token] = Credentials();
+  request.set_worker_id(worker_id);
+  request.set_token(token);
+  request.set_epoch(epoch);
+  request.set_step(step);
+  request.set_adam_step(adam_step);
+  request.set_dir(dir);
+  *request.mutable_file() = file;
+  v1::ReportCheckpointResponse response;
+  auto context = MakeContext();
+  grpc::Status status =
+      stub_->ReportCheckpoint(context.get(), request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  if (response.manifest_committed()) {
+    ZSHARD_LOG_INFO("checkpoint committed",
+                    {{"step", absl::StrCat(step)}, {"dir", dir}});
+  }
+  return absl::OkStatus();
+}
+
+bool CoordinatorSession::Leave(const std::string& reason) {
+  v1::LeaveRequest request;
+  const auto [worker_id, token] = Credentials();
+  request.set_worker_id(worker_id);
+  request.set_token(token);
+  request.set_reason(reason);
+  v1::LeaveResponse response;
+  auto context = MakeContext();
+  grpc::Status status = stub_->Leave(context.get(), request, &response);
+  if (!status.ok()) {
+    ZSHARD_LOG_WARN("leave failed", {{"error", status.error_message()}});
+    return false;
+  }
+  if (response.handover()) {
+    ZSHARD_LOG_INFO("leaving after the state is handed over",
+                    {{"reason", reason}});
+    return true;
+  }
+  absl::MutexLock lock(&mu_);
+  left_ = true;
+  ZSHARD_LOG_INFO("left the job", {{"reason", reason}});
+  return false;
+}
+
+void CoordinatorSession::HandleStop() {
+  if (!Leave("stopped by signal")) {
+    return End(SessionOutcome::kStopped, "stopped by signal");
+  }
+  const int64_t stable = handler()->stable_epoch();
+  absl::MutexLock lock(&mu_);
+  if (!draining_) {
+    draining_ = true;
+    drain_since_epoch_ = stable;
+  }
+}
+
+void CoordinatorSession::CheckHandover() {
+  std::shared_ptr<TransitionHandler> handler = this->handler();
+  if (handler == nullptr) return;
+  // Read the handler before mu_ (see epoch()).
+  const int64_t stable = handler->stable_epoch();
+  const int rank = handler->stable_rank();
+  {
+    absl::MutexLock lock(&mu_);
+    if (!draining_ || stable <= drain_since_epoch_ || rank >= 0) return;
+  }
+  End(SessionOutcome::kDrained, "state handed over");
+}
+
+}  // namespace zshard::worker

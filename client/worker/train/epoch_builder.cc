@@ -1,0 +1,173 @@
+// EpochBuilder: the COMMITTED phase of one epoch on this worker.
+
+#include "client/worker/train/epoch_builder.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/worker/engine/workload_factory.h"
+#include "client/worker/reshard/abortable_store.h"
+#include "common/logging.h"
+#include "common/plan/plan.h"
+#include "common/status.h"
+
+namespace zshard::worker {
+
+bool IsRecoverable(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kUnknown:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::StatusOr<plan::Plan> CheckedPlan(const job::JobSpec& job, int world,
+                                       int64_t epoch,
+                                       const std::string& plan_hash) {
+  absl::StatusOr<plan::Plan> plan =
+      plan::MakePlan(job.model, job::JobPlanOptions(job, world));
+  if (!plan.ok()) {
+    return absl::Status(
+        plan.status().code(),
+        absl::StrCat("plan for world ", world, ": ", plan.status().message()));
+  }
+  if (plan->hash != plan_hash) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plan hash mismatch for world ", world, " in epoch ", epoch,
+        ": coordinator '", plan_hash, "', this worker '", plan->hash, "'"));
+  }
+  return plan;
+}
+
+void LogEngineMemory(const char* what, int64_t step,
+                     const engine::MemoryBytes& memory) {
+  ZSHARD_LOG_INFO(what, {{"step", absl::StrCat(step)},
+                         {"param_bytes", absl::StrCat(memory.param)},
+                         {"grad_bytes", absl::StrCat(memory.grad)},
+                         {"master_bytes", absl::StrCat(memory.master)},
+                         {"exp_avg_bytes", absl::StrCat(memory.exp_avg)},
+                         {"exp_avg_sq_bytes", absl::StrCat(memory.exp_avg_sq)},
+                         {"comm_bytes", absl::StrCat(memory.comm)},
+                         {"total_bytes", absl::StrCat(memory.total())}});
+}
+
+namespace {
+
+bool SendsState(const EpochInfo& epoch) {
+  for (const v1::Move& m : epoch.moves) {
+    if (m.from_worker_id() == epoch.worker_id) return true;
+  }
+  return false;
+}
+
+// Brings the base engine to resume_step when its commit was pending.
+absl::Status FinishPending(const EpochInfo& epoch, const BuildInput& input) {
+  if (!epoch.finish_pending_step || input.base == nullptr ||
+      input.base->engine == nullptr || !input.base_commit_pending ||
+      input.base->engine->step() + 1 != epoch.resume_step) {
+    return absl::OkStatus();
+  }
+  ZSHARD_RETURN_IF_ERROR(
+      input.base->engine->FinishPendingStep(epoch.commit_values));
+  ZSHARD_LOG_INFO(
+      "pending step finished",
+      {{"step", absl::StrCat(input.base->engine->step())},
+       {"adam_step", absl::StrCat(input.base->engine->adam_step())}});
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HeldEngine>> BuildEpoch(BuildInput input) {
+  const EpochInfo& epoch = input.epoch;
+  const job::JobSpec& job = *input.job;
+  ZSHARD_RETURN_IF_ERROR(FinishPending(epoch, input));
+  const engine::EngineBuffers* old_state = nullptr;
+  if (!epoch.restore && input.base != nullptr &&
+      input.base->engine != nullptr &&
+      input.base->epoch.epoch == epoch.base_epoch) {
+    const engine::StepEngine& base = *input.base->engine;
+    if (base.step() != epoch.resume_step) {
+      return absl::InternalError(
+          absl::StrCat("state of step ", base.step(), " (epoch ",
+                       input.base->epoch.epoch, ") cannot join epoch ",
+                       epoch.epoch, " at resume step ", epoch.resume_step));
+    }
+    old_state = &base.buffers();
+  }
+
+  auto held = std::make_unique<HeldEngine>();
+  held->epoch = epoch;
+  held->store = input.new_store(epoch.epoch);
+  if (held->store != nullptr) {
+    held->abortable_store = std::make_unique<reshard::AbortableStore>(
+        held->store.get(), input.cancelled);
+  }
+  comm::KvStore* store = held->abortable_store.get();
+  std::unique_ptr<engine::EngineBuffers> buffers;
+  std::optional<plan::Plan> plan;
+  if (epoch.rank >= 0) {
+    ZSHARD_ASSIGN_OR_RETURN(
+        plan, CheckedPlan(job, epoch.world, epoch.epoch, epoch.plan_hash));
+    ZSHARD_ASSIGN_OR_RETURN(held->workload,
+                            engine::MakeWorkload(job, epoch.world, epoch.rank));
+    // The job's first epoch starts from the workload's initial params.
+    if (epoch.base_epoch == 0 && !epoch.restore) {
+      engine::EngineConfig config =
+          engine::MakeEngineConfig(job, *plan, epoch.rank, store);
+      ZSHARD_ASSIGN_OR_RETURN(
+          held->engine,
+          engine::StepEngine::Create(config, input.options, *held->workload));
+      return held;
+    }
+    ZSHARD_ASSIGN_OR_RETURN(
+        buffers, engine::EngineBuffers::Create(job.model, *plan, epoch.rank,
+                                               *held->workload));
+  }
+  if (buffers != nullptr || SendsState(epoch)) {
+    reshard::MoveInput move;
+    move.self = epoch.worker_id;
+    move.old_state = old_state;
+    move.new_state = buffers.get();
+    move.moves = epoch.moves;
+    move.checkpoint_dir = epoch.restore_dir;
+    move.store = store;
+    move.timeout_ms = input.options.comm_timeout_ms;
+    move.hostname = input.options.hostname;
+    reshard::StateMover mover(std::move(move));
+    if (input.set_mover) input.set_mover(&mover);
+    absl::StatusOr<reshard::MoveStats> stats = mover.Run();
+    if (input.set_mover) input.set_mover(nullptr);
+    if (!stats.ok()) {
+      return absl::Status(stats.status().code(),
+                          absl::StrCat("state moves of epoch ", epoch.epoch,
+                                       ": ", stats.status().message()));
+    }
+    ZSHARD_LOG_INFO(
+        "state moved",
+        {{"epoch", absl::StrCat(epoch.epoch)},
+         {"bytes_sent", absl::StrCat(stats->bytes_sent)},
+         {"bytes_received", absl::StrCat(stats->bytes_received)},
+         {"bytes_kept", absl::StrCat(stats->bytes_kept)},
+         {"bytes_from_checkpoint", absl::StrCat(stats->bytes_from_checkpoint)},
+         {"seconds", absl::StrCat(stats->seconds)}});
+  }
+  if (buffers == nullptr) return held;
+  engine::EngineConfig config =
+      engine::MakeEngineConfig(job, *plan, epoch.rank, store);
+  ZSHARD_ASSIGN_OR_RETURN(held->engine,
+                          engine::StepEngine::CreateFromState(
+                              config, input.options, std::move(buffers),
+                              epoch.resume_step, epoch.resume_adam_step));
+  return held;
+}
+
+}  // namespace zshard::worker

@@ -1,0 +1,30 @@
+// After a step: the checkpoint of DESIGN.md section 7 on this rank. Every
+// checkpoint.every_steps steps, a rank of instance 0 writes its owned
+// master, m and v in param space into the step's directory and reports the
+// file to the coordinator, which commits the manifest once every rank's
+// file is in. Failures are logged, never fatal: training goes on and the
+// previous checkpoint stays the newest complete one.
+#pragma once
+
+#include <cstdint>
+
+#include "client/worker/engine/step_engine.h"
+#include "client/worker/workload/stepping_workload.h"
+#include "common/job/job_spec.h"
+
+namespace zshard::worker {
+
+// True when step `step` of a rank of `instance` is a checkpoint step.
+bool IsCheckpointStep(const job::CheckpointSpec& spec, int instance,
+                      int64_t step);
+
+// Writes `engine`'s state as rank `epoch.rank`'s file of step
+// engine.step() and reports it through `report` (which may be empty:
+// nothing is reported). Returns the write's or report's error, already
+// logged.
+absl::Status WriteStepCheckpoint(
+    const job::CheckpointSpec& spec, const EpochInfo& epoch,
+    const engine::StepEngine& engine,
+    const SteppingWorkload::CheckpointReporter& report);
+
+}  // namespace zshard::worker

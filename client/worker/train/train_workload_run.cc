@@ -1,0 +1,154 @@
+// TrainWorkload: what its thread runs: the preparation of a committed epoch
+// and one training step with its logs, checkpoint and final dump.
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/worker/engine/master_dump.h"
+#include "client/worker/train/step_checkpoint.h"
+#include "client/worker/train/train_workload.h"
+#include "common/logging.h"
+
+namespace zshard::worker {
+
+int64_t TrainWorkload::RunTransition(const EpochInfo& epoch) {
+  BuildInput input;
+  input.job = &job_;
+  input.options = options_.engine;
+  input.epoch = epoch;
+  input.new_store = new_store_;
+  input.cancelled = &transition_abort_;
+  HeldEngine* base = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (base_ != nullptr && base_->epoch.epoch == epoch.base_epoch) {
+      base = base_.get();
+    }
+    input.base_commit_pending = commit_pending_;
+  }
+  input.base = base;
+  input.set_mover = [this](reshard::StateMover* mover) {
+    absl::MutexLock lock(&mu_);
+    mover_ = mover;
+    if (mover != nullptr && transition_cancelled_) mover->Abort();
+  };
+  absl::StatusOr<std::unique_ptr<HeldEngine>> held =
+      BuildEpoch(std::move(input));
+  std::unique_ptr<HeldEngine> discard;
+  {
+    absl::MutexLock lock(&mu_);
+    if (base != nullptr && base->engine != nullptr &&
+        base->engine->step() != step_) {
+      // The base engine finished its pending step.
+      step_ = base->engine->step();
+      adam_step_ = base->engine->adam_step();
+      commit_pending_ = false;
+    }
+    if (held.ok() && (transition_cancelled_ || stopping_)) {
+      discard = *std::move(held);
+    } else if (held.ok()) {
+      next_ = *std::move(held);
+      ZSHARD_LOG_INFO(
+          next_->engine != nullptr ? "engine ready" : "state handed over",
+          {{"epoch", absl::StrCat(epoch.epoch)},
+           {"rank", absl::StrCat(epoch.rank)},
+           {"world", absl::StrCat(epoch.world)},
+           {"instances", absl::StrCat(epoch.instances)},
+           {"resume_step", absl::StrCat(epoch.resume_step)},
+           {"plan_hash", epoch.plan_hash}});
+      return epoch.epoch;
+    }
+  }
+  if (held.ok()) return 0;
+  bool cancelled = false;
+  {
+    absl::MutexLock lock(&mu_);
+    cancelled = transition_cancelled_ || stopping_;
+  }
+  if (cancelled || IsRecoverable(held.status())) {
+    ZSHARD_LOG_WARN("epoch preparation failed, waiting for a new epoch",
+                    {{"epoch", absl::StrCat(epoch.epoch)},
+                     {"error", std::string(held.status().message())}});
+    return 0;
+  }
+  Fail(held.status());
+  return 0;
+}
+
+void TrainWorkload::RunStep(HeldEngine* held, bool stop) {
+  engine::StepEngine& engine = *held->engine;
+  engine::StepResult result = engine.Step(*held->workload, stop);
+  const engine::StepTelemetry& t = result.telemetry;
+  telemetry_(held->epoch.epoch, t);
+  if (!result.status.ok()) {
+    ZSHARD_LOG_WARN(
+        "step failed, keeping the state and waiting for a new "
+        "epoch",
+        {{"step", absl::StrCat(t.step)},
+         {"outcome", engine::StepOutcomeName(t.outcome)},
+         {"commit_pending", result.commit_pending ? "true" : "false"},
+         {"error", std::string(result.status.message())}});
+    engine.Abort();
+    absl::MutexLock lock(&mu_);
+    held->broken = true;
+    active_ = false;
+    step_ = engine.step();
+    adam_step_ = engine.adam_step();
+    commit_pending_ = result.commit_pending;
+    if (!result.commit_values.empty()) commit_values_ = result.commit_values;
+    return;
+  }
+  AfterStep(held, t);
+  absl::MutexLock lock(&mu_);
+  step_ = engine.step();
+  adam_step_ = engine.adam_step();
+  commit_pending_ = false;
+  commit_values_ = result.commit_values;
+  const int64_t steps = job_.workload.steps;
+  if (steps > 0 && step_ >= steps) done_ = true;
+  // Every rank saw the same flag: all stop after this same step. A rank
+  // that asked stops even if the engine did not carry the flag.
+  if (result.stop || stop) active_ = false;
+}
+
+void TrainWorkload::AfterStep(HeldEngine* held,
+                              const engine::StepTelemetry& t) {
+  const engine::StepEngine& engine = *held->engine;
+  const int64_t step = engine.step();
+  const int64_t steps = job_.workload.steps;
+  const bool last = steps > 0 && step >= steps;
+  if (step == 1 || last ||
+      (options_.log_every > 0 && step % options_.log_every == 0)) {
+    std::map<std::string, std::string> fields = {
+        {"step", absl::StrCat(step)},
+        {"outcome", engine::StepOutcomeName(t.outcome)},
+        {"grad_norm", absl::StrCat(t.grad_norm)},
+        {"step_ms", absl::StrCat(t.times.step * 1e3)}};
+    if (t.has_loss) fields["loss"] = absl::StrCat(t.loss);
+    ZSHARD_LOG_INFO("step", fields);
+  }
+  if (IsCheckpointStep(job_.checkpoint, held->epoch.instance, step)) {
+    CheckpointReporter report;
+    {
+      absl::MutexLock lock(&mu_);
+      report = report_checkpoint_;
+    }
+    // Logged inside; a failed checkpoint never stops training.
+    (void)WriteStepCheckpoint(job_.checkpoint, held->epoch, engine, report);
+  }
+  if (!last) return;
+  LogEngineMemory("memory", step, t.memory);
+  if (options_.dump_master_dir.empty()) return;
+  absl::Status dumped =
+      engine::DumpMasters(engine.buffers(), options_.dump_master_dir);
+  if (!dumped.ok()) {
+    Fail(dumped);
+    return;
+  }
+  ZSHARD_LOG_INFO("masters dumped", {{"dir", options_.dump_master_dir},
+                                     {"rank", absl::StrCat(held->epoch.rank)}});
+}
+
+}  // namespace zshard::worker

@@ -1,0 +1,231 @@
+// ElasticJob and ElasticRun: job spec, processes and deadline-bound waits.
+
+#include "tests/integration/elastic_cluster.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+#include "tests/testing/log_scan.h"
+#include "tests/testing/wait_for.h"
+
+namespace zshard::testing {
+namespace {
+
+// The last `n` characters of a log.
+std::string Tail(const std::string& text, size_t n = 4000) {
+  return text.size() <= n ? text : "..." + text.substr(text.size() - n);
+}
+
+}  // namespace
+
+nlohmann::json ElasticJob::ToJson() const {
+  nlohmann::json params = nlohmann::json::array();
+  for (size_t i = 0; i < param_sizes.size(); ++i) {
+    nlohmann::json p = {{"name", absl::StrCat("p", i)},
+                        {"shape", {param_sizes[i]}},
+                        {"dtype", dtype}};
+    // One param without weight decay, as in the training test's model.
+    if (i == 3) p["no_weight_decay"] = true;
+    params.push_back(p);
+  }
+  nlohmann::json spec = {
+      {"name", name},
+      {"model", {{"params", params}}},
+      {"layout", {{"bucket_size", bucket_size}, {"grad_reduce_in_fp32", true}}},
+      {"optimizer", {{"lr", lr}, {"weight_decay", weight_decay}}},
+      {"world",
+       {{"instances", instances}, {"min", min_world}, {"max", max_world}}},
+      {"lease_timeout_ms", lease_timeout_ms},
+      {"heartbeat_interval_ms", heartbeat_interval_ms},
+      {"workload",
+       {{"kind", "synthetic"},
+        {"steps", steps},
+        {"global_batch", global_batch},
+        {"step_delay_ms", step_delay_ms}}}};
+  if (!checkpoint_dir.empty()) {
+    spec["checkpoint"] = {{"dir", checkpoint_dir},
+                          {"every_steps", checkpoint_every}};
+  }
+  return spec;
+}
+
+absl::StatusOr<job::JobSpec> ElasticJob::Spec() const {
+  return job::ParseJobSpec(ToJson().dump());
+}
+
+ElasticRun::ElasticRun(ElasticJob job)
+    : job_(std::move(job)),
+      probe_(std::make_unique<DashboardProbe>(cluster_.address())) {
+  if (!job_.checkpoint_dir.empty() && job_.checkpoint_dir[0] != '/') {
+    job_.checkpoint_dir = File(job_.checkpoint_dir);
+  }
+}
+
+absl::Status ElasticRun::Start(const std::vector<std::string>& extra_flags) {
+  TestJob test_job;
+  test_job.spec = job_.ToJson();
+  return cluster_.StartCoordinator(test_job, extra_flags);
+}
+
+absl::Status ElasticRun::StartWorker(const std::string& name) {
+  auto worker = cluster_.StartWorker(name, {"--dump-master", dump_dir()});
+  if (!worker.ok()) return worker.status();
+  if (std::find(started_.begin(), started_.end(), name) == started_.end()) {
+    started_.push_back(name);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ElasticRun::StartWorkers(const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    absl::Status s = StartWorker(name);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::GetClusterStatusResponse> ElasticRun::WaitForRanksAtStep(
+    int world, int64_t step, int64_t timeout_ms) {
+  absl::StatusOr<v1::GetClusterStatusResponse> last =
+      absl::DeadlineExceededError("no status yet");
+  const bool ok = WaitFor(
+      [&] {
+        last = probe_->Status();
+        return last.ok() && last->state() == v1::CLUSTER_STATE_STABLE &&
+               last->world() == world &&
+               static_cast<int>(RankedMembers(*last).size()) == world &&
+               MinRankedStep(*last) >= step;
+      },
+      timeout_ms, 20);
+  if (ok) return last;
+  return absl::DeadlineExceededError(absl::StrCat(
+      "world ", world, " with every rank at step >= ", step,
+      " not seen; last status: ",
+      last.ok() ? last->ShortDebugString() : last.status().ToString()));
+}
+
+absl::StatusOr<v1::Event> ElasticRun::WaitForEvent(const std::string& kind,
+                                                   int64_t after_seq,
+                                                   int64_t timeout_ms) {
+  std::vector<v1::Event> events;
+  const bool ok = WaitFor(
+      [&] {
+        auto all = probe_->Events();
+        if (!all.ok()) return false;
+        events = *std::move(all);
+        return !EventsOfKind(events, kind, after_seq).empty();
+      },
+      timeout_ms, 50);
+  if (ok) return EventsOfKind(events, kind, after_seq).front();
+  return absl::DeadlineExceededError(
+      absl::StrCat("no '", kind, "' event after seq ", after_seq, "; events:\n",
+                   DescribeEvents(events)));
+}
+
+std::map<std::string, int> ElasticRun::WaitForExits(
+    const std::vector<std::string>& names, int64_t timeout_ms) {
+  std::map<std::string, int> codes;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (const std::string& name : names) {
+    Subprocess* worker = cluster_.worker(name);
+    if (worker == nullptr) {
+      codes[name] = -1;
+      continue;
+    }
+    const int64_t left = std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(
+               deadline - std::chrono::steady_clock::now())
+               .count());
+    std::optional<int> code = worker->Wait(left);
+    if (!code.has_value()) worker->Kill();
+    codes[name] = code.value_or(-1);
+  }
+  return codes;
+}
+
+std::vector<v1::Event> ElasticRun::Events() {
+  auto events = probe_->Events();
+  return events.ok() ? *std::move(events) : std::vector<v1::Event>();
+}
+
+std::string ElasticRun::WorkerLog(const std::string& name) const {
+  return ReadLog(cluster_.WorkerLog(name));
+}
+
+std::string ElasticRun::CoordinatorLog() const {
+  std::vector<std::string> logs;
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(cluster_.dir().path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("coordinator-", 0) == 0 && name.size() > 4 &&
+        name.substr(name.size() - 4) == ".log") {
+      logs.push_back(entry.path().string());
+    }
+  }
+  std::sort(logs.begin(), logs.end());
+  std::string out;
+  for (const std::string& log : logs) {
+    absl::StrAppend(&out, "== ", log, "\n", Tail(ReadLog(log)), "\n");
+  }
+  return out;
+}
+
+std::string ElasticRun::Diagnostics() {
+  std::string out = "== events\n" + DescribeEvents(Events());
+  for (const std::string& name : started_) {
+    absl::StrAppend(&out, "== worker ", name, "\n", Tail(WorkerLog(name)),
+                    "\n");
+  }
+  absl::StrAppend(&out, CoordinatorLog());
+  return out;
+}
+
+std::vector<Topology> ElasticRun::Schedule(
+    const std::vector<Topology>& before) {
+  static const std::regex kCommit(R"(world ([0-9]+) resume step ([0-9]+))");
+  const size_t steps = static_cast<size_t>(job_.steps);
+  std::vector<Topology> by_step(steps, Topology{0, job_.instances});
+  for (size_t t = 0; t < before.size() && t < steps; ++t)
+    by_step[t] = before[t];
+  for (const v1::Event& e : EventsOfKind(Events(), "commit")) {
+    std::smatch match;
+    if (!std::regex_search(e.reason(), match, kCommit)) continue;
+    const int world = std::stoi(match[1].str());
+    const size_t resume = std::stoul(match[2].str());
+    for (size_t t = resume; t < steps; ++t) {
+      by_step[t] = Topology{world, job_.instances};
+    }
+  }
+  // Steps before the first commit's resume step without `before`: the
+  // first world seen.
+  Topology first{job_.max_world, job_.instances};
+  for (const Topology& t : by_step) {
+    if (t.world > 0) {
+      first = t;
+      break;
+    }
+  }
+  for (Topology& t : by_step) {
+    if (t.world == 0) t = first;
+  }
+  return by_step;
+}
+
+absl::StatusOr<DumpCheck> ElasticRun::CheckMasters(
+    const std::vector<Topology>& before) {
+  auto spec = job_.Spec();
+  if (!spec.ok()) return spec.status();
+  return CheckDump(dump_dir(), *spec, Schedule(before));
+}
+
+std::vector<std::string> WorkerNames(int n, int first) {
+  std::vector<std::string> names;
+  for (int i = first; i < first + n; ++i) names.push_back(absl::StrCat("w", i));
+  return names;
+}
+
+}  // namespace zshard::testing

@@ -1,0 +1,115 @@
+// A training cluster of real processes for the elastic integration tests:
+// a job spec for the synthetic workload (bf16 params reduced in fp32), a
+// coordinator and named workers that dump their masters into one
+// directory, waits on the dashboard (steps, events) with deadlines, and
+// the reference of the run's own world history (from its commit events).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/job/job_spec.h"
+#include "nlohmann/json.hpp"
+#include "tests/integration/dashboard_probe.h"
+#include "tests/integration/elastic_reference.h"
+#include "tests/integration/process_cluster.h"
+
+namespace zshard::testing {
+
+// The knobs of an elastic test job; every field has a default that keeps a
+// test short on two cores.
+struct ElasticJob {
+  std::string name = "elastic";
+  int instances = 1;
+  int min_world = 2;
+  int max_world = 4;
+  int64_t steps = 40;
+  int64_t step_delay_ms = 50;
+  int64_t lease_timeout_ms = 1500;
+  int64_t heartbeat_interval_ms = 100;
+  int64_t global_batch = 16;
+  // "bf16" (masters apart from params) or "fp32" (params are masters).
+  std::string dtype = "bf16";
+  // Param sizes; the bucket size splits them into several padded buckets.
+  std::vector<int64_t> param_sizes = {1000, 300, 2500, 7, 130, 700};
+  int64_t bucket_size = 600;
+  double lr = 1e-3;
+  double weight_decay = 0.01;
+  // Empty: no checkpoints. A relative path is taken inside the run's temp
+  // dir (ElasticRun resolves it).
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+
+  nlohmann::json ToJson() const;
+  // The parsed spec (what the coordinator and the reference read).
+  absl::StatusOr<job::JobSpec> Spec() const;
+};
+
+// One coordinator and its workers. Not thread-safe; owns its processes.
+class ElasticRun {
+ public:
+  // A relative job.checkpoint_dir becomes File(checkpoint_dir).
+  explicit ElasticRun(ElasticJob job);
+
+  // Starts the coordinator with `extra_flags` (e.g. --restore DIR).
+  absl::Status Start(const std::vector<std::string>& extra_flags = {});
+  // Starts worker `name` with --dump-master dump_dir().
+  absl::Status StartWorker(const std::string& name);
+  absl::Status StartWorkers(const std::vector<std::string>& names);
+
+  // Waits until the cluster is stable with `world` ranks, every rank at
+  // step >= `step`; returns that status.
+  absl::StatusOr<v1::GetClusterStatusResponse> WaitForRanksAtStep(
+      int world, int64_t step, int64_t timeout_ms);
+  // Waits until some event of `kind` with seq > after_seq exists; returns
+  // the first such.
+  absl::StatusOr<v1::Event> WaitForEvent(const std::string& kind,
+                                         int64_t after_seq, int64_t timeout_ms);
+  // Waits for each named worker to exit; the exit status per name (-1 for
+  // one still running at the deadline, which is then killed).
+  std::map<std::string, int> WaitForExits(const std::vector<std::string>& names,
+                                          int64_t timeout_ms);
+
+  // Events now (empty on error, which is logged into the returned list's
+  // absence; callers assert on contents).
+  std::vector<v1::Event> Events();
+  // The tail of worker `name`'s log, and the coordinator's, for messages.
+  std::string WorkerLog(const std::string& name) const;
+  std::string CoordinatorLog() const;
+  // Every worker log and the event log, for a failed assertion's message.
+  std::string Diagnostics();
+
+  // The topology each step 1..job().steps ran at, from the "commit"
+  // events ("... world W resume step S ...": steps after S ran at W with
+  // the job's instances; a later commit overrides, as after a rollback).
+  // Steps no commit covers take `before` (e.g. the steps a restored
+  // checkpoint was trained with), else the first commit's world.
+  std::vector<Topology> Schedule(const std::vector<Topology>& before = {});
+  // Compares the dump directory with the reference of Schedule(before).
+  absl::StatusOr<DumpCheck> CheckMasters(
+      const std::vector<Topology>& before = {});
+
+  ProcessCluster& cluster() { return cluster_; }
+  DashboardProbe& probe() { return *probe_; }
+  const ElasticJob& job() const { return job_; }
+  std::string dump_dir() const { return cluster_.dir().File("masters"); }
+  std::string File(const std::string& name) const {
+    return cluster_.dir().File(name);
+  }
+
+ private:
+  ElasticJob job_;
+  ProcessCluster cluster_;
+  std::unique_ptr<DashboardProbe> probe_;
+  std::vector<std::string> started_;
+};
+
+// "w0", "w1", ... "w<n-1>".
+std::vector<std::string> WorkerNames(int n, int first = 0);
+
+}  // namespace zshard::testing
