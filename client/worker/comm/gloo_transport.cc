@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <functional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/worker/comm/gloo_mesh.h"
 #include "client/worker/comm/gloo_store.h"
 #include "client/worker/comm/memory_kv_store.h"
 #include "gloo/common/error.h"
@@ -73,10 +75,16 @@ absl::StatusOr<std::unique_ptr<GlooTransport>> GlooTransport::Connect(
     attr.hostname = options.hostname;
     std::shared_ptr<gloo::transport::Device> device =
         gloo::transport::tcp::CreateDevice(attr);
-    auto context =
-        std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
+    auto context = std::make_shared<MeshContext>(options.rank, options.size);
     context->setTimeout(std::chrono::milliseconds(options.timeout_ms));
-    context->connectFullMesh(store, device);
+    std::function<bool()> cancelled;
+    if (options.store != nullptr) {
+      cancelled = [kv] { return kv->cancelled(); };
+    }
+    if (!ConnectMesh(store, device, *context, cancelled)) {
+      return absl::AbortedError(absl::StrCat("gloo rendezvous of group '",
+                                             options.group, "': cancelled"));
+    }
     return std::unique_ptr<GlooTransport>(new GlooTransport(
         options.rank, options.size, std::move(device), std::move(context)));
   } catch (const std::exception& e) {
@@ -114,9 +122,13 @@ absl::StatusOr<std::unique_ptr<TransferRegion>> GlooTransport::Register(
 }
 
 void GlooTransport::Shutdown() {
-  absl::MutexLock lock(&mu_);
-  if (shut_down_) return;
-  shut_down_ = true;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  // Outside mu_: closing a pair waits for Gloo's event loop, and waiters
+  // that wake up take mu_ on their way out.
   try {
     context_->closeConnections();
   } catch (const std::exception&) {

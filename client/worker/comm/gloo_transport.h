@@ -38,7 +38,10 @@ class GlooTransport final : public PeerTransport {
   };
 
   // Joins the rendezvous and connects to every peer. DeadlineExceeded when
-  // a peer does not show up in time, Unavailable when one cannot be reached.
+  // a peer does not show up in time, Unavailable when one cannot be reached,
+  // Aborted within ~20 ms once options.store->cancelled() turns true (in the
+  // rendezvous or while a pair connects, e.g. to a peer that died after
+  // publishing its address).
   // Sets SIGPIPE to be ignored (when it has its default action), because
   // Gloo's socket writes to a lost peer would otherwise kill the process.
   static absl::StatusOr<std::unique_ptr<GlooTransport>> Connect(
@@ -53,7 +56,8 @@ class GlooTransport final : public PeerTransport {
   void Shutdown() override;
 
   // Wakes every waiter with Aborted, fails every later call, and closes the
-  // connections. Thread-safe.
+  // connections. Thread-safe; never waits for an operation in progress
+  // (closing takes the pairs' locks and one tick of Gloo's event loop).
   void Abort();
 
  private:

@@ -32,6 +32,11 @@ class KvStore {
   // (DeadlineExceeded).
   virtual absl::Status Wait(const std::vector<std::string>& keys,
                             int64_t timeout_ms) = 0;
+
+  // True once the rendezvous on this store is cancelled (its epoch was
+  // abandoned): a communicator being created on it stops connecting and
+  // fails with Aborted promptly. Default: never.
+  virtual bool cancelled() const { return false; }
 };
 
 }  // namespace zshard::comm

@@ -62,4 +62,6 @@ absl::Status AbortableStore::Wait(const std::vector<std::string>& keys,
                 [&](int64_t slice) { return inner_->Wait(keys, slice); });
 }
 
+bool AbortableStore::cancelled() const { return aborted_->load(); }
+
 }  // namespace zshard::reshard

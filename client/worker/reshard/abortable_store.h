@@ -26,6 +26,8 @@ class AbortableStore final : public comm::KvStore {
                                   int64_t timeout_ms) override;
   absl::Status Wait(const std::vector<std::string>& keys,
                     int64_t timeout_ms) override;
+  // True once the flag is raised.
+  bool cancelled() const override;
 
  private:
   // Runs op(slice_ms) until it stops returning DeadlineExceeded, the flag
