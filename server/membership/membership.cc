@@ -396,7 +396,8 @@ absl::StatusOr<bool> Membership::Leave(const std::string& worker_id,
   absl::MutexLock lock(&mu_);
   ZSHARD_ASSIGN_OR_RETURN(Member * m, SessionLocked(worker_id, token));
   const std::string why = reason.empty() ? "left" : Clip(reason);
-  if (!finished_ && !failed_ && RankIn(stable_, m->worker_id) >= 0) {
+  if (HoldsState() && !finished_ && !failed_ &&
+      RankIn(stable_, m->worker_id) >= 0) {
     // It holds state of the stable epoch: hand it over first.
     if (m->state != MemberState::kDraining) {
       m->state = MemberState::kDraining;

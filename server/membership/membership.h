@@ -235,6 +235,11 @@ class Membership {
   MembershipStats Stats();
   int64_t CommittedEpoch();
   const job::JobSpec& spec() const { return spec_; }
+  // False for the idle workload: its members hold no optimizer state, so
+  // nothing moves, nothing is handed over and steps need not agree.
+  bool HoldsState() const {
+    return spec_.workload.kind != job::WorkloadKind::kIdle;
+  }
   // Every event the membership records, numbered; lives as long as this.
   EventLog* events() { return &events_; }
 

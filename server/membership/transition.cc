@@ -172,7 +172,7 @@ void Membership::ProposeLocked(int world) {
                            ExplainWorld(world, static_cast<int>(healthy.size()),
                                         spec_.world, target_world_),
                            "; ", p.spares, " spare(s)", changes));
-  if (p.base_epoch > 0 || p.restore.active()) {
+  if ((p.base_epoch > 0 && HoldsState()) || p.restore.active()) {
     const MoveSummary& s = p.summary;
     EventLocked(
         "moves",
@@ -187,7 +187,9 @@ bool Membership::PlanMovesLocked(EpochPlan& p) {
   const CheckpointRecord* newest = checkpoints_.Newest();
   if (next_plan == nullptr) return false;
   bool from_checkpoint = restore_next_;
-  if (!from_checkpoint && stable_.epoch == 0) return true;  // nothing held
+  if (!from_checkpoint && (stable_.epoch == 0 || !HoldsState())) {
+    return true;  // nothing held
+  }
   if (!from_checkpoint) {
     const plan::Plan* base_plan = PlanLocked(stable_.world);
     std::vector<std::string> alive;
@@ -282,9 +284,14 @@ void Membership::CommitLocked() {
     p.resume_step = p.restore.step;
     p.resume_adam_step = p.restore.adam_step;
   } else {
+    // The idle workload holds no optimizer state and steps without
+    // collectives, so its members stop at different steps: none is a
+    // holder, and the highest step is the resume step.
+    const bool holds_state = HoldsState();
     std::vector<PreparedAck> holders, others;
     for (const auto& [id, ack] : prepared_) {
-      (RankIn(stable_, id) >= 0 ? holders : others).push_back(ack);
+      (holds_state && RankIn(stable_, id) >= 0 ? holders : others)
+          .push_back(ack);
     }
     absl::StatusOr<CommitPoint> point = ResolveCommitPoint(holders, others);
     if (!point.ok()) {

@@ -1,4 +1,5 @@
-// A small job spec for coordinator tests: a tiny inline model, I = 2,
+// A small job spec for coordinator tests: a tiny inline model trained by
+// the synthetic workload (its members hold optimizer state), I = 2,
 // world in [2, 4], lease 5 s, heartbeat 1 s.
 #pragma once
 
@@ -18,7 +19,7 @@ inline std::string TestJobJson(int instances = 2, int min = 2, int max = 4,
       R"("world": {"instances": )", instances, R"(, "min": )", min,
       R"(, "max": )", max, R"(},)",
       R"("lease_timeout_ms": 5000, "heartbeat_interval_ms": 1000,)",
-      R"("workload": {"kind": "idle", "steps": )", steps, "}}");
+      R"("workload": {"kind": "synthetic", "steps": )", steps, "}}");
 }
 
 inline job::JobSpec TestJob(int instances = 2, int min = 2, int max = 4,
