@@ -35,18 +35,7 @@ constexpr int kWorld = 4;
 
 // A regression MLP (as in the demo), running far longer than the test.
 json JobSpec() {
-  const json model = {
-      {"params",
-       {{{"name", "fc1.weight"}, {"shape", {64, 16}}, {"dtype", "bf16"}},
-        {{"name", "fc1.bias"},
-         {"shape", {64}},
-         {"dtype", "bf16"},
-         {"no_weight_decay", true}},
-        {{"name", "fc2.weight"}, {"shape", {4, 64}}, {"dtype", "bf16"}},
-        {{"name", "fc2.bias"},
-         {"shape", {4}},
-         {"dtype", "bf16"},
-         {"no_weight_decay", true}}}}};
+  const json model = RegressionMlpModel();
   return {{"name", "obs"},
           {"model", model},
           {"layout", {{"bucket_size", 512}}},

@@ -165,6 +165,20 @@ absl::StatusOr<nlohmann::json> ProcessCluster::WaitForStatus(
       last.ok() ? last->dump() : std::string(last.status().message())));
 }
 
+nlohmann::json RegressionMlpModel() {
+  return {{"params",
+           {{{"name", "fc1.weight"}, {"shape", {64, 16}}, {"dtype", "bf16"}},
+            {{"name", "fc1.bias"},
+             {"shape", {64}},
+             {"dtype", "bf16"},
+             {"no_weight_decay", true}},
+            {{"name", "fc2.weight"}, {"shape", {4, 64}}, {"dtype", "bf16"}},
+            {{"name", "fc2.bias"},
+             {"shape", {4}},
+             {"dtype", "bf16"},
+             {"no_weight_decay", true}}}}};
+}
+
 nlohmann::json FindMember(const nlohmann::json& status,
                           const std::string& name) {
   if (!status.contains("members")) return nullptr;

@@ -88,6 +88,10 @@ class ProcessCluster {
   int ctl_runs_ = 0;
 };
 
+// The model of the regression tests: a 16-64-4 bf16 MLP (biases without
+// weight decay), as the "model" object of a job spec.
+nlohmann::json RegressionMlpModel();
+
 // Status helpers.
 // The member named `name`, or null json.
 nlohmann::json FindMember(const nlohmann::json& status,

@@ -208,18 +208,7 @@ std::vector<double> LoggedLosses(const std::string& log) {
 }
 
 TEST_F(TrainingTest, RegressionLossGoesDown) {
-  const json model = {
-      {"params",
-       {{{"name", "fc1.weight"}, {"shape", {64, 16}}, {"dtype", "bf16"}},
-        {{"name", "fc1.bias"},
-         {"shape", {64}},
-         {"dtype", "bf16"},
-         {"no_weight_decay", true}},
-        {{"name", "fc2.weight"}, {"shape", {4, 64}}, {"dtype", "bf16"}},
-        {{"name", "fc2.bias"},
-         {"shape", {4}},
-         {"dtype", "bf16"},
-         {"no_weight_decay", true}}}}};
+  const json model = RegressionMlpModel();
   const json spec =
       JobJson(model, 2, "regression", 40, 512, json{{"lr", 1e-2}}, 32);
   std::vector<int> codes = RunJob(spec, {});
