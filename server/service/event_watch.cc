@@ -71,12 +71,7 @@ EventWatchReactor::EventWatchReactor(EventWatchHub* hub, int64_t after_seq)
   hub_->Register(this);
 }
 
-void EventWatchReactor::Poke() {
-  absl::MutexLock lock(&mu_);
-  if (finished_) return;
-  FetchLocked();
-  if (!writing_) WriteNextLocked();
-}
+void EventWatchReactor::Unregister() { hub_->Unregister(this); }
 
 void EventWatchReactor::FetchLocked() {
   EventPage page = hub_->events()->After(seq_, kBatch);
@@ -89,50 +84,6 @@ void EventWatchReactor::FetchLocked() {
     FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
                               "coordinator is shutting down"));
   }
-}
-
-void EventWatchReactor::WriteNextLocked() {
-  if (queue_.empty() || finish_after_write_) return;
-  writing_ = true;
-  StartWrite(&queue_.front());
-}
-
-void EventWatchReactor::OnWriteDone(bool ok) {
-  absl::MutexLock lock(&mu_);
-  writing_ = false;
-  queue_.pop_front();
-  if (finish_after_write_) {
-    Finish(final_status_);
-    return;
-  }
-  if (!ok) {
-    FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "follower left"));
-    return;
-  }
-  // A long backlog is fetched a batch at a time.
-  if (queue_.empty()) FetchLocked();
-  if (!finished_) WriteNextLocked();
-}
-
-void EventWatchReactor::OnCancel() {
-  absl::MutexLock lock(&mu_);
-  FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
-}
-
-void EventWatchReactor::FinishLocked(grpc::Status status) {
-  if (finished_) return;
-  finished_ = true;
-  if (writing_) {
-    finish_after_write_ = true;  // Finish once the write in flight is done
-    final_status_ = std::move(status);
-    return;
-  }
-  Finish(std::move(status));
-}
-
-void EventWatchReactor::OnDone() {
-  hub_->Unregister(this);
-  delete this;
 }
 
 }  // namespace zshard::server

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/support/server_callback.h"
 #include "server/events/event_log.h"
+#include "server/service/queued_write_reactor.h"
 #include "zshard/v1/dashboard_service.pb.h"
 
 namespace zshard::server {
@@ -49,29 +50,16 @@ class EventWatchHub {
 
 // Writes the events after its position, one write at a time; ends with
 // UNAVAILABLE at shutdown or CANCELLED when the client goes away.
-class EventWatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
+class EventWatchReactor final : public QueuedWriteReactor<v1::Event> {
  public:
   EventWatchReactor(EventWatchHub* hub, int64_t after_seq);
-  // Fetches new events and writes them.
-  void Poke();
-
-  void OnWriteDone(bool ok) override;
-  void OnCancel() override;
-  void OnDone() override;
 
  private:
-  void FetchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FetchLocked() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Unregister() override;
 
   EventWatchHub* const hub_;
-  absl::Mutex mu_;
   int64_t seq_ ABSL_GUARDED_BY(mu_);
-  std::deque<v1::Event> queue_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  bool finish_after_write_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
 
 // The proto of `e`.

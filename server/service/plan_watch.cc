@@ -71,17 +71,7 @@ PlanWatchReactor::PlanWatchReactor(PlanWatchHub* hub) : hub_(hub) {
   hub_->Register(this);
 }
 
-void PlanWatchReactor::Poke() {
-  absl::MutexLock lock(&mu_);
-  if (finished_) return;
-  FetchLocked();
-  if (!writing_) WriteNextLocked();
-}
-
-void PlanWatchReactor::Reject(grpc::Status status) {
-  absl::MutexLock lock(&mu_);
-  FinishLocked(std::move(status));
-}
+void PlanWatchReactor::Unregister() { hub_->Unregister(this); }
 
 void PlanWatchReactor::FetchLocked() {
   WatchBatch batch =
@@ -95,48 +85,6 @@ void PlanWatchReactor::FetchLocked() {
     queue_.push_back(*hub_->bytes()->Get(u));  // shares the slices
   }
   seq_ = batch.last_seq;
-}
-
-void PlanWatchReactor::WriteNextLocked() {
-  if (queue_.empty() || finish_after_write_) return;
-  writing_ = true;
-  StartWrite(&queue_.front());
-}
-
-void PlanWatchReactor::OnWriteDone(bool ok) {
-  absl::MutexLock lock(&mu_);
-  writing_ = false;
-  queue_.pop_front();
-  if (finish_after_write_) {
-    Finish(final_status_);
-    return;
-  }
-  if (!ok) {
-    FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "watcher left"));
-    return;
-  }
-  WriteNextLocked();
-}
-
-void PlanWatchReactor::OnCancel() {
-  absl::MutexLock lock(&mu_);
-  FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
-}
-
-void PlanWatchReactor::FinishLocked(grpc::Status status) {
-  if (finished_) return;
-  finished_ = true;
-  if (writing_) {
-    finish_after_write_ = true;  // Finish once the write in flight is done
-    final_status_ = std::move(status);
-    return;
-  }
-  Finish(std::move(status));
-}
-
-void PlanWatchReactor::OnDone() {
-  hub_->Unregister(this);
-  delete this;
 }
 
 }  // namespace zshard::server

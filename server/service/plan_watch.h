@@ -13,6 +13,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "server/membership/membership.h"
+#include "server/service/queued_write_reactor.h"
 #include "zshard/v1/types.pb.h"
 
 namespace zshard::server {
@@ -64,32 +65,16 @@ class PlanWatchHub {
 
 // Streams the snapshot, then every update, one write at a time; ends with
 // UNAVAILABLE at shutdown or CANCELLED when the client goes away.
-class PlanWatchReactor final
-    : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+class PlanWatchReactor final : public QueuedWriteReactor<grpc::ByteBuffer> {
  public:
   explicit PlanWatchReactor(PlanWatchHub* hub);
-  // Fetches new updates and writes them (from the notifier thread).
-  void Poke();
-  // Ends the stream with `status` (e.g. a bad session at open).
-  void Reject(grpc::Status status);
-
-  void OnWriteDone(bool ok) override;
-  void OnCancel() override;
-  void OnDone() override;
 
  private:
-  void FetchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FetchLocked() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Unregister() override;
 
   PlanWatchHub* const hub_;
-  absl::Mutex mu_;
   int64_t seq_ ABSL_GUARDED_BY(mu_) = -1;
-  std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  bool finish_after_write_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace zshard::server
