@@ -142,6 +142,27 @@ absl::Status Communicator::Barrier() {
   return Run("barrier", [&] { return DoBarrier(); });
 }
 
+absl::string_view HostTransportName(HostTransport t) {
+  switch (t) {
+    case HostTransport::kAuto:
+      return "auto";
+    case HostTransport::kTcp:
+      return "tcp";
+    case HostTransport::kShm:
+      return "shm";
+  }
+  return "invalid";
+}
+
+absl::StatusOr<HostTransport> ParseHostTransport(absl::string_view name) {
+  for (HostTransport t :
+       {HostTransport::kAuto, HostTransport::kTcp, HostTransport::kShm}) {
+    if (name == HostTransportName(t)) return t;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("host transport '", name, "' is not one of auto, tcp, shm"));
+}
+
 void Communicator::Abort() {
   aborted_.store(true);
   DoAbort();
@@ -165,17 +186,21 @@ absl::Status ValidateCommOptions(const CommOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "communicator timeout_ms ", options.timeout_ms, " is not positive"));
   }
+  if (options.host_identity.find('\n') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        "communicator host_identity contains a newline");
+  }
   if (options.group.empty()) {
     return absl::InvalidArgumentError("communicator group name is empty");
   }
-  if (options.chunk_bytes < 4096) {
+  if (options.chunk_bytes != 0 && options.chunk_bytes < 4096) {
     return absl::InvalidArgumentError(absl::StrCat(
         "communicator chunk_bytes ", options.chunk_bytes, " is below 4096"));
   }
-  if (options.pipeline_depth < 1 || options.pipeline_depth > 64) {
+  if (options.pipeline_depth < 0 || options.pipeline_depth > 64) {
     return absl::InvalidArgumentError(
         absl::StrCat("communicator pipeline_depth ", options.pipeline_depth,
-                     " is outside [1, 64]"));
+                     " is outside [0, 64]"));
   }
   return absl::OkStatus();
 }

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "client/worker/comm/dtype.h"
 #include "client/worker/comm/kv_store.h"
 
@@ -19,6 +20,16 @@ namespace zshard::comm {
 
 // Where a communicator's buffers live, which also picks the backend.
 enum class CommDevice : uint8_t { kCpu, kCuda };
+
+// How the host (Gloo) backend moves bytes between ranks.
+enum class HostTransport : uint8_t { kAuto, kTcp, kShm };
+
+// "auto", "tcp", "shm".
+absl::string_view HostTransportName(HostTransport t);
+
+// Parses "auto" | "tcp" | "shm"; InvalidArgument naming the bad value
+// otherwise.
+absl::StatusOr<HostTransport> ParseHostTransport(absl::string_view name);
 
 // Options of CreateCommunicator. Every rank of a group passes the same
 // `size`, `group` and `store` contents and its own `rank`.
@@ -37,24 +48,40 @@ struct CommOptions {
   // Bound on every operation, including creation's rendezvous; an operation
   // that runs longer fails with DeadlineExceeded. Default 30 s.
   int64_t timeout_ms = 30000;
-  // kCpu: host buffers, Gloo over TCP. kCuda: device buffers, NCCL.
+  // kCpu: host buffers, Gloo (over TCP or shared memory: host_transport).
+  // kCuda: device buffers, NCCL.
   // Default kCpu.
   CommDevice device = CommDevice::kCpu;
   // CUDA device ordinal used with kCuda. Default 0.
   int cuda_device = 0;
   // Gloo: the local address this rank listens on. Default loopback.
   std::string hostname = "127.0.0.1";
-  // Gloo: bytes per pipelined message of the host algorithms. Default 1 MiB.
-  size_t chunk_bytes = size_t{1} << 20;
+  // Gloo: bytes per pipelined message of the host algorithms, >= 4096; 0:
+  // the transport's default (tcp 1 MiB; shm 256 KiB, which keeps the
+  // receive scratch in cache). Default 0.
+  size_t chunk_bytes = 0;
   // Gloo: messages in flight per peer in a reduce-scatter (receive scratch
-  // is pipeline_depth * chunk_bytes per peer). Default 4.
-  int pipeline_depth = 4;
+  // is pipeline_depth * chunk_bytes per peer), in [1, 64]; 0: the
+  // transport's default (tcp 4, shm 2). Default 0.
+  int pipeline_depth = 0;
   // Gloo: reduce-scatter fp32, int64 and uint8 over a ring (3 ranks or
   // more) instead of the pairwise exchange; bf16 and fp16 always take the
   // pairwise exchange, which rounds once. Default false: on loopback the
   // ring's per-hop two-input reductions cost more CPU than its fewer
   // streams save.
   bool gloo_ring = false;
+  // kCpu only; every rank of the group passes the same value. kTcp: Gloo's
+  // TCP pairs. kShm: shared memory; every rank of the group must run on this
+  // host in this pid namespace, else creation fails with FailedPrecondition
+  // naming the rank that is elsewhere. kAuto: shm when every rank of the
+  // group is on one host (one pid namespace), else tcp; all ranks decide
+  // alike. Default kAuto.
+  HostTransport host_transport = HostTransport::kAuto;
+  // kCpu with kAuto or kShm: replaces this rank's host identity (boot id,
+  // pid and ipc namespaces, hostname) in the shared-memory rendezvous, so
+  // that tests can place threads on "different hosts". Default empty: the
+  // real identity.
+  std::string host_identity;
 };
 
 // A group of `size` ranks that run collectives together. Every rank must
@@ -109,6 +136,9 @@ class Communicator {
 
   // Backend name: "gloo" or "nccl".
   virtual absl::string_view backend() const = 0;
+
+  // How bytes move: "tcp" or "shm" for gloo, "nccl" for nccl.
+  virtual absl::string_view transport() const { return backend(); }
 
  protected:
   Communicator(int rank, int size) : rank_(rank), size_(size) {}

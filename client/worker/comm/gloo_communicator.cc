@@ -1,5 +1,6 @@
 // GlooCommunicator: deadlines, sticky failure and abort around the host
-// collectives on a GlooTransport.
+// collectives on a PeerTransport (Gloo's TCP pairs or shared memory), and
+// the choice between the two.
 #include "client/worker/comm/gloo_communicator.h"
 
 #include <utility>
@@ -9,23 +10,41 @@
 #include "absl/time/time.h"
 #include "client/worker/comm/gloo_transport.h"
 #include "client/worker/comm/host_collectives.h"
+#include "client/worker/comm/shm_transport.h"
 
 namespace zshard::comm {
 namespace {
+
+// The host algorithms' chunking: the caller's, else the transport's default.
+// Over shared memory every received chunk is copied by the receiver and
+// reduced right away; a small scratch (3 peers x 2 x 256 KiB) stays in cache,
+// which measured about 1.25x faster than the 1 MiB x 4 that suits tcp.
+HostCollectives::Options CollectiveOptions(const CommOptions& options,
+                                           absl::string_view transport) {
+  const bool shm = transport == "shm";
+  HostCollectives::Options o;
+  o.chunk_bytes = options.chunk_bytes != 0
+                      ? options.chunk_bytes
+                      : (shm ? size_t{256} << 10 : size_t{1} << 20);
+  o.depth =
+      options.pipeline_depth != 0 ? options.pipeline_depth : (shm ? 2 : 4);
+  o.ring = options.gloo_ring;
+  return o;
+}
 
 // Thread safety as Communicator's: operations from one thread at a time
 // (enforced by the base class); Abort() from any thread.
 class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(const CommOptions& options,
-                   std::unique_ptr<GlooTransport> transport)
+                   std::unique_ptr<PeerTransport> transport,
+                   absl::string_view transport_name)
       : Communicator(options.rank, options.size),
         timeout_(absl::Milliseconds(options.timeout_ms)),
+        transport_name_(transport_name),
         transport_(std::move(transport)),
         collectives_(transport_.get(),
-                     HostCollectives::Options{options.chunk_bytes,
-                                              options.pipeline_depth,
-                                              options.gloo_ring}) {}
+                     CollectiveOptions(options, transport_name)) {}
 
   ~GlooCommunicator() override {
     // Connections close before the scratch they may write into goes away.
@@ -33,6 +52,7 @@ class GlooCommunicator final : public Communicator {
   }
 
   absl::string_view backend() const override { return "gloo"; }
+  absl::string_view transport() const override { return transport_name_; }
 
  private:
   // Runs one operation with a fresh deadline; the first failure breaks the
@@ -93,7 +113,8 @@ class GlooCommunicator final : public Communicator {
   void DoAbort() override { transport_->Abort(); }
 
   const absl::Duration timeout_;
-  std::unique_ptr<GlooTransport> transport_;
+  const absl::string_view transport_name_;  // "tcp" or "shm"
+  std::unique_ptr<PeerTransport> transport_;
   HostCollectives collectives_;
   absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
@@ -103,6 +124,25 @@ class GlooCommunicator final : public Communicator {
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     const CommOptions& options) {
+  if (options.host_transport != HostTransport::kTcp) {
+    ShmTransport::Options sopts;
+    sopts.rank = options.rank;
+    sopts.size = options.size;
+    sopts.group = options.group;
+    sopts.store = options.store;
+    sopts.timeout_ms = options.timeout_ms;
+    sopts.host_identity = options.host_identity;
+    auto shm = ShmTransport::Connect(sopts);
+    if (shm.ok()) {
+      return std::unique_ptr<Communicator>(
+          new GlooCommunicator(options, std::move(shm).value(), "shm"));
+    }
+    // Every rank read the same records, so every rank falls back alike.
+    if (options.host_transport == HostTransport::kShm ||
+        !absl::IsFailedPrecondition(shm.status())) {
+      return shm.status();
+    }
+  }
   GlooTransport::Options topts;
   topts.rank = options.rank;
   topts.size = options.size;
@@ -113,7 +153,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
   auto transport = GlooTransport::Connect(topts);
   if (!transport.ok()) return transport.status();
   return std::unique_ptr<Communicator>(
-      new GlooCommunicator(options, std::move(transport).value()));
+      new GlooCommunicator(options, std::move(transport).value(), "tcp"));
 }
 
 }  // namespace zshard::comm

@@ -58,7 +58,7 @@ class GlooTransport final : public PeerTransport {
   // Wakes every waiter with Aborted, fails every later call, and closes the
   // connections. Thread-safe; never waits for an operation in progress
   // (closing takes the pairs' locks and one tick of Gloo's event loop).
-  void Abort();
+  void Abort() override;
 
  private:
   friend class GlooRegion;

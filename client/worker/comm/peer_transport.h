@@ -1,7 +1,8 @@
 // The point-to-point layer under the host collectives: registered memory
 // regions that post tagged sends and receives to peers and wait for their
 // completions. Backends implement it on their transport (Gloo: pairs and
-// unbound buffers); the collectives are written once above it.
+// unbound buffers; shared memory: rings in per-rank segments); the
+// collectives are written once above it.
 #pragma once
 
 #include <cstddef>
@@ -15,10 +16,13 @@
 namespace zshard::comm {
 
 // A region of host memory registered with a transport. Operations posted on
-// it run in the background; each Wait*() consumes one completion of that
-// kind. Messages between two ranks on the same slot match in post order and
-// must have equal sizes. Used by one thread at a time; the region must
-// outlive its pending operations' completion (or the transport's shutdown).
+// it run in the background (Gloo), or inside any Wait*() of the same
+// transport (shared memory: ranks make progress while they wait in their
+// collectives); each Wait*() consumes one completion of that kind. A send
+// completes once the peer has taken the message in. Messages between two ranks
+// on the same slot match in post order and must have equal sizes. Used by one
+// thread at a time; the region must outlive its pending operations' completion
+// (or the transport's shutdown).
 class TransferRegion {
  public:
   virtual ~TransferRegion() = default;
@@ -38,6 +42,7 @@ class TransferRegion {
 };
 
 // A connected group of ranks. Thread-compatible except where noted.
+// Implementations: GlooTransport (TCP), ShmTransport (shared memory).
 class PeerTransport {
  public:
   virtual ~PeerTransport() = default;
@@ -53,6 +58,12 @@ class PeerTransport {
   // operation touches registered memory any more and peers' operations fail
   // promptly. Later operations fail. Idempotent.
   virtual void Shutdown() = 0;
+
+  // Makes every pending and later operation fail with Aborted, wakes every
+  // waiter, and tells the peers, whose pending operations then fail
+  // promptly (Unavailable). Thread-safe: may run while another thread waits
+  // in an operation; never blocks on the network. Idempotent.
+  virtual void Abort() = 0;
 };
 
 }  // namespace zshard::comm

@@ -69,8 +69,21 @@ double LoadElement(DataType dtype, const void* base, size_t i) {
 }
 
 Backend GlooBackend() {
-  return Backend{"gloo", CommDevice::kCpu, [](int) { return true; },
-                 [] { return std::make_unique<HostSpace>(); }};
+  return Backend{"gloo",
+                 CommDevice::kCpu,
+                 [](int) { return true; },
+                 [] { return std::make_unique<HostSpace>(); },
+                 HostTransport::kTcp,
+                 "tcp"};
+}
+
+Backend ShmBackend() {
+  return Backend{"shm",
+                 CommDevice::kCpu,
+                 [](int) { return true; },
+                 [] { return std::make_unique<HostSpace>(); },
+                 HostTransport::kShm,
+                 "shm"};
 }
 
 TestBuffer::TestBuffer(BufferSpace* space, int rank, DataType dtype,

@@ -39,10 +39,16 @@ struct Backend {
   // Whether a group of `ranks` ranks can run here (e.g. enough GPUs).
   std::function<bool(int ranks)> can_run;
   std::function<std::unique_ptr<BufferSpace>()> make_space;
+  // CommOptions::host_transport of its communicators (kCpu only).
+  HostTransport host_transport = HostTransport::kAuto;
+  // What their transport() reports.
+  std::string transport;
 };
 
-// Gloo over host memory; always runnable.
+// Gloo over host memory on TCP pairs; always runnable.
 Backend GlooBackend();
+// Gloo over host memory on shared memory; always runnable.
+Backend ShmBackend();
 
 // A host or device buffer of one rank, with a host mirror.
 class TestBuffer {

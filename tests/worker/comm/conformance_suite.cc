@@ -73,6 +73,7 @@ CommOptions CommConformance::Options(int rank) const {
   o.timeout_ms = 20000;
   o.device = backend().device;
   o.cuda_device = rank;
+  o.host_transport = backend().host_transport;
   return o;
 }
 
@@ -318,6 +319,9 @@ TEST_P(CommConformance, BarrierWaitsForEveryRank) {
   RunRanks(n, [&](int rank) {
     auto comm = CreateCommunicator(Options(rank));
     ASSERT_TRUE(comm.ok()) << comm.status();
+    if (!backend().transport.empty()) {
+      EXPECT_EQ((*comm)->transport(), backend().transport);
+    }
     arrived.fetch_add(1);
     ASSERT_TRUE((*comm)->Barrier().ok());
     EXPECT_EQ(arrived.load(), n);

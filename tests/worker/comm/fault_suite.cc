@@ -35,6 +35,7 @@ CommOptions CommFaults::Options(int rank, int size, int64_t timeout_ms) const {
   o.timeout_ms = timeout_ms;
   o.device = GetParam().device;
   o.cuda_device = rank;
+  o.host_transport = GetParam().host_transport;
   return o;
 }
 

@@ -1,6 +1,7 @@
 // Tests of the Gloo reduce-scatter algorithms one by one (ring and pairwise
 // exchange) with tiny chunks, so that every chunk buffer is reused many
-// times, uneven all-reduce blocks, in-place calls and each exact type.
+// times, uneven all-reduce blocks, in-place calls and each exact type, over
+// both host transports.
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -18,9 +19,9 @@ namespace {
 
 using testing::RunRanks;
 
-// (ring, ranks, depth)
-class GlooAlgorithmTest
-    : public ::testing::TestWithParam<std::tuple<bool, int, int>> {
+// (ring, ranks, depth, host transport)
+class GlooAlgorithmTest : public ::testing::TestWithParam<
+                              std::tuple<bool, int, int, HostTransport>> {
  protected:
   bool ring() const { return std::get<0>(GetParam()); }
   int ranks() const { return std::get<1>(GetParam()); }
@@ -35,6 +36,7 @@ class GlooAlgorithmTest
     o.chunk_bytes = 4096;  // the smallest: 1024 fp32 elements per message
     o.pipeline_depth = std::get<2>(GetParam());
     o.gloo_ring = ring();
+    o.host_transport = std::get<3>(GetParam());
     return o;
   }
 
@@ -127,16 +129,18 @@ TEST_P(GlooAlgorithmTest, IntegersReduceExactlyInPlace) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Gloo, GlooAlgorithmTest,
-                         ::testing::Combine(::testing::Bool(),
-                                            ::testing::Values(2, 3, 5),
-                                            ::testing::Values(1, 3)),
-                         [](const auto& info) {
-                           return absl::StrCat(
-                               std::get<0>(info.param) ? "ring" : "pairwise",
-                               "_", std::get<1>(info.param), "ranks_depth",
-                               std::get<2>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Gloo, GlooAlgorithmTest,
+    ::testing::Combine(::testing::Bool(), ::testing::Values(2, 3, 5),
+                       ::testing::Values(1, 3),
+                       ::testing::Values(HostTransport::kTcp,
+                                         HostTransport::kShm)),
+    [](const auto& info) {
+      return absl::StrCat(std::get<0>(info.param) ? "ring" : "pairwise", "_",
+                          std::get<1>(info.param), "ranks_depth",
+                          std::get<2>(info.param), "_",
+                          HostTransportName(std::get<3>(info.param)));
+    });
 
 }  // namespace
 }  // namespace zshard::comm

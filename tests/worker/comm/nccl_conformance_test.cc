@@ -27,9 +27,12 @@ class DeviceSpace final : public BufferSpace {
 };
 
 Backend NcclBackend() {
-  return Backend{"nccl", CommDevice::kCuda,
+  return Backend{"nccl",
+                 CommDevice::kCuda,
                  [](int ranks) { return CudaDeviceCount() >= ranks; },
-                 [] { return std::make_unique<DeviceSpace>(); }};
+                 [] { return std::make_unique<DeviceSpace>(); },
+                 HostTransport::kAuto,
+                 "nccl"};
 }
 
 }  // namespace
