@@ -4,10 +4,7 @@
 // store) over loopback, with NCCL-tests' algbw/busbw definitions, next to the
 // bound of one TCP loopback stream and, with --baseline, torch.distributed's
 // Gloo backend measured in the same run.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +30,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/bench/baseline.h"
 #include "tools/bench/bench_commands.h"
+#include "tools/bench/tcp_bound.h"
 
 namespace zshard::bench {
 namespace {
@@ -52,9 +50,10 @@ struct Flags {
   bool baseline = false;
   bool processes = false;
   bool ring = false;
+  comm::HostTransport transport = comm::HostTransport::kAuto;
   std::string baseline_script;
-  size_t chunk_bytes = size_t{1} << 20;
-  int depth = 4;
+  size_t chunk_bytes = 0;  // 0: the transport's default
+  int depth = 0;
   int64_t timeout_ms = 120000;
 };
 
@@ -65,13 +64,17 @@ const char kUsage[] =
     "         [--chunk-bytes C] [--depth D] [--timeout-ms T] [--baseline] "
     "[--baseline-script "
     "PATH]\n"
-    "         [--processes] [--algo ring|pairwise]\n"
+    "         [--processes] [--algo ring|pairwise] [--transport "
+    "auto|tcp|shm]\n"
     "  B is the whole buffer (reduce-scatter input, all-gather output).\n"
     "  --baseline runs torch_gloo_collectives.py (/usr/bin/python3) in the\n"
     "  same run and prints ratios.\n"
     "  --processes runs one forked process per rank (as torch does) instead\n"
     "  of one thread per rank. --algo picks the gloo reduce-scatter of fp32\n"
-    "  and integers (default pairwise; bf16 and fp16 always use it).\n";
+    "  and integers (default pairwise; bf16 and fp16 always use it).\n"
+    "  --transport picks how cpu ranks exchange bytes (default auto: shared\n"
+    "  memory when every rank runs on this host, else tcp). --chunk-bytes\n"
+    "  and --depth default to the transport's own.\n";
 
 // Parses flags; returns false (after printing why) on bad usage.
 bool ParseFlags(int argc, char** argv, Flags* f, bool* help) {
@@ -93,6 +96,9 @@ bool ParseFlags(int argc, char** argv, Flags* f, bool* help) {
     } else if (arg == "--algo" && value(&v) &&
                (v == "ring" || v == "pairwise")) {
       f->ring = v == "ring";
+    } else if (arg == "--transport" && value(&v) &&
+               comm::ParseHostTransport(v).ok()) {
+      f->transport = *comm::ParseHostTransport(v);
     } else if (arg == "--ranks" && value(&v) &&
                absl::SimpleAtoi(v, &f->ranks) && f->ranks >= 1 &&
                f->ranks <= 64) {
@@ -128,50 +134,6 @@ double Seconds(std::chrono::steady_clock::time_point a,
   return std::chrono::duration<double>(b - a).count();
 }
 
-// One loopback TCP stream: bytes per second of `total` bytes sent in 8 MiB
-// writes, the transport's bound (same method as the torch baseline).
-double MeasureTcpStream(size_t total) {
-  const int server = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (server < 0 ||
-      bind(server, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-      listen(server, 1) != 0 ||
-      getsockname(server, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    if (server >= 0) close(server);
-    return 0;
-  }
-  std::thread receiver([&] {
-    const int c = accept(server, nullptr, nullptr);
-    if (c < 0) return;
-    std::vector<char> buf(size_t{8} << 20);
-    size_t got = 0;
-    while (got < total) {
-      const ssize_t n = recv(c, buf.data(), buf.size(), 0);
-      if (n <= 0) break;
-      got += static_cast<size_t>(n);
-    }
-    close(c);
-  });
-  const int s = socket(AF_INET, SOCK_STREAM, 0);
-  std::vector<char> buf(size_t{8} << 20, 1);
-  bool ok = s >= 0 && connect(s, reinterpret_cast<sockaddr*>(&addr), len) == 0;
-  const auto start = std::chrono::steady_clock::now();
-  for (size_t sent = 0; ok && sent < total;) {
-    const ssize_t n =
-        send(s, buf.data(), std::min(buf.size(), total - sent), 0);
-    ok = n > 0;
-    sent += ok ? static_cast<size_t>(n) : 0;
-  }
-  if (s >= 0) close(s);
-  receiver.join();
-  const double t = Seconds(start, std::chrono::steady_clock::now());
-  close(server);
-  return ok ? static_cast<double>(total) / t : 0;
-}
-
 struct OpResult {
   std::string op;
   double seconds = 0;  // median over iterations of the slowest rank
@@ -193,9 +155,10 @@ size_t TotalBytes(const Flags& f) {
 
 // One rank's part: joins the group through `store` and times every
 // collective `iters` times after one warm-up. Returns seconds, op-major
-// (times[op * iters + iter]).
+// (times[op * iters + iter]), and sets `transport` to how the bytes moved.
 absl::StatusOr<std::vector<double>> RunRank(const Flags& f, int rank,
-                                            comm::KvStore* store) {
+                                            comm::KvStore* store,
+                                            std::string* transport) {
   const int n = f.ranks;
   const size_t count = BlockCount(f);
   const size_t total = TotalBytes(f);
@@ -210,8 +173,10 @@ absl::StatusOr<std::vector<double>> RunRank(const Flags& f, int rank,
   o.chunk_bytes = f.chunk_bytes;
   o.pipeline_depth = f.depth;
   o.gloo_ring = f.ring;
+  o.host_transport = f.transport;
   auto c = comm::CreateCommunicator(o);
   if (!c.ok()) return c.status();
+  *transport = std::string((*c)->transport());
   auto full = comm::AllocateCommBuffer(f.device, rank, total);
   if (!full.ok()) return full.status();
   auto part = comm::AllocateCommBuffer(f.device, rank, total / n);
@@ -251,13 +216,15 @@ absl::StatusOr<std::vector<double>> RunRank(const Flags& f, int rank,
 
 // Runs every rank as a thread of this process.
 absl::Status RunThreads(const Flags& f,
-                        std::vector<std::vector<double>>* rank_times) {
+                        std::vector<std::vector<double>>* rank_times,
+                        std::string* transport) {
   std::vector<absl::Status> status(f.ranks);
+  std::vector<std::string> transports(f.ranks);
   comm::MemoryKvStore store;
   std::vector<std::thread> threads;
   for (int r = 0; r < f.ranks; ++r) {
     threads.emplace_back([&, r] {
-      auto times = RunRank(f, r, &store);
+      auto times = RunRank(f, r, &store, &transports[r]);
       status[r] = times.status();
       if (times.ok()) (*rank_times)[r] = *std::move(times);
     });
@@ -266,15 +233,17 @@ absl::Status RunThreads(const Flags& f,
   for (const absl::Status& s : status) {
     if (!s.ok()) return s;
   }
+  *transport = transports[0];
   return absl::OkStatus();
 }
 
 // Runs every rank as a forked process (forked before this process starts
 // any thread); the ranks meet through a FileKvStore in a fresh temporary
-// directory and report their times over a pipe as text: "ok t0 t1 ..." or
-// "error <message>".
+// directory and report their times over a pipe as text:
+// "ok <transport> t0 t1 ..." or "error <message>".
 absl::Status RunProcesses(const Flags& f,
-                          std::vector<std::vector<double>>* rank_times) {
+                          std::vector<std::vector<double>>* rank_times,
+                          std::string* transport) {
   char tmpl[] = "/tmp/zshard_bench_XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {
     return absl::InternalError("cannot create a rendezvous directory");
@@ -290,10 +259,11 @@ absl::Status RunProcesses(const Flags& f,
     if (pid == 0) {
       close(p[0]);
       comm::FileKvStore store(dir);
-      auto times = RunRank(f, r, &store);
+      std::string used;
+      auto times = RunRank(f, r, &store, &used);
       std::string msg;
       if (times.ok()) {
-        msg = "ok";
+        msg = absl::StrCat("ok ", used);
         for (double t : *times) absl::StrAppend(&msg, " ", t);
       } else {
         msg = absl::StrCat("error ", times.status().ToString());
@@ -321,8 +291,10 @@ absl::Status RunProcesses(const Flags& f,
     int wstatus = 0;
     waitpid(pids[r], &wstatus, 0);
     std::vector<double>& times = (*rank_times)[r];
-    if (msg.rfind("ok", 0) == 0) {
-      const char* p = msg.c_str() + 2;
+    if (msg.rfind("ok ", 0) == 0) {
+      const size_t name_end = msg.find(' ', 3);
+      if (r == 0) *transport = msg.substr(3, name_end - 3);
+      const char* p = msg.c_str() + std::min(name_end, msg.size());
       char* end = nullptr;
       for (double t = std::strtod(p, &end); end != p;
            t = std::strtod(p, &end)) {
@@ -342,12 +314,13 @@ absl::Status RunProcesses(const Flags& f,
 }
 
 // Runs every collective `iters` times on every rank; fills `results`.
-absl::Status RunCollectives(const Flags& f, std::vector<OpResult>* results) {
+absl::Status RunCollectives(const Flags& f, std::vector<OpResult>* results,
+                            std::string* transport) {
   const int n = f.ranks;
   const size_t total = TotalBytes(f);
   std::vector<std::vector<double>> rank_times(n);
-  ZSHARD_RETURN_IF_ERROR(f.processes ? RunProcesses(f, &rank_times)
-                                     : RunThreads(f, &rank_times));
+  ZSHARD_RETURN_IF_ERROR(f.processes ? RunProcesses(f, &rank_times, transport)
+                                     : RunThreads(f, &rank_times, transport));
   for (int op = 0; op < kOps; ++op) {
     std::vector<double> slowest;
     for (int it = 0; it < f.iters; ++it) {
@@ -418,13 +391,26 @@ int RunCollectivesBench(int argc, char** argv) {
     return 0;
   }
   std::vector<OpResult> results;
-  absl::Status s = RunCollectives(f, &results);
+  std::string transport;
+  absl::Status s = RunCollectives(f, &results, &transport);
   if (!s.ok()) {
     std::fprintf(stderr, "zshard-bench collectives: %s\n",
                  s.ToString().c_str());
     return 1;
   }
   const double tcp = MeasureTcpStream(size_t{256} << 20);
+  // The most bus bandwidth a TCP reduce-scatter of this size can reach here.
+  double mesh = 0;
+  if (f.device == CommDevice::kCpu && f.ranks >= 2) {
+    auto bound = MeasureTcpMeshBound(f.ranks, TotalBytes(f) / f.ranks,
+                                     std::max(3, f.iters));
+    if (bound.ok()) {
+      mesh = *bound;
+    } else {
+      std::fprintf(stderr, "zshard-bench collectives: %s\n",
+                   std::string(bound.status().message()).c_str());
+    }
+  }
   nlohmann::json baseline = nlohmann::json::value_t::discarded;
   if (f.baseline) baseline = RunBaseline(f);
   const bool have_baseline = f.baseline && !baseline.is_discarded() &&
@@ -434,6 +420,7 @@ int RunCollectivesBench(int argc, char** argv) {
 
   nlohmann::json out;
   out["backend"] = backend;
+  out["transport"] = transport;
   out["ranks"] = f.ranks;
   out["bytes"] = f.bytes;
   out["dtype"] = std::string(comm::DataTypeName(f.dtype));
@@ -444,7 +431,10 @@ int RunCollectivesBench(int argc, char** argv) {
                                             f.ranks >= 3
                                         ? "ring"
                                         : "pairwise";
+  out["chunk_bytes"] = f.chunk_bytes;
+  out["pipeline_depth"] = f.depth;
   out["tcp_stream_bps"] = tcp;
+  if (mesh > 0) out["tcp_mesh_bound_busbw_bps"] = mesh;
   for (const OpResult& r : results) {
     out["results"].push_back(
         {{"op", r.op},
@@ -452,7 +442,8 @@ int RunCollectivesBench(int argc, char** argv) {
          {"algbw_bps", r.algbw},
          {"busbw_bps", r.busbw},
          {"tcp_fraction", tcp > 0 ? r.busbw / tcp : 0},
-         {"aggregate_tcp_fraction", tcp > 0 ? f.ranks * r.busbw / tcp : 0}});
+         {"aggregate_tcp_fraction", tcp > 0 ? f.ranks * r.busbw / tcp : 0},
+         {"tcp_mesh_fraction", mesh > 0 ? r.busbw / mesh : 0}});
   }
   if (have_baseline) {
     const double ar = baseline["allreduce_busbw"].get<double>();
@@ -462,26 +453,37 @@ int RunCollectivesBench(int argc, char** argv) {
         {"reduce_scatter_vs_torch_allreduce", results[0].busbw / ar},
         {"allgather_vs_torch_allgather", results[1].busbw / ag},
         {"allreduce_vs_torch_allreduce", results[2].busbw / ar}};
+    if (mesh > 0)
+      out["ratios"]["tcp_mesh_bound_vs_torch_allreduce"] = mesh / ar;
   }
   if (f.json) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("collectives: %s, %d ranks (%s), %.1f MiB %s, median of %d\n",
-              backend.c_str(), f.ranks, f.processes ? "processes" : "threads",
-              f.bytes / 1048576.0,
-              std::string(comm::DataTypeName(f.dtype)).c_str(), f.iters);
+  std::printf(
+      "collectives: %s over %s, %d ranks (%s), %.1f MiB %s, median of %d\n",
+      backend.c_str(), transport.c_str(), f.ranks,
+      f.processes ? "processes" : "threads", f.bytes / 1048576.0,
+      std::string(comm::DataTypeName(f.dtype)).c_str(), f.iters);
   // of_tcp: one rank's link rate (busbw) against one loopback stream;
-  // n*busbw/tcp: all ranks' traffic, which shares the same cores, against it.
-  std::printf("%-16s %10s %12s %12s %8s %12s\n", "op", "time_ms", "algbw_GB/s",
-              "busbw_GB/s", "of_tcp", "n*busbw/tcp");
+  // n*busbw/tcp: all ranks' traffic, which shares the same cores, against it;
+  // of_mesh: against the tcp mesh bound below.
+  std::printf("%-16s %10s %12s %12s %8s %12s %8s\n", "op", "time_ms",
+              "algbw_GB/s", "busbw_GB/s", "of_tcp", "n*busbw/tcp", "of_mesh");
   for (const OpResult& r : results) {
-    std::printf("%-16s %10.2f %12.3f %12.3f %7.0f%% %11.0f%%\n", r.op.c_str(),
-                r.seconds * 1e3, r.algbw / 1e9, r.busbw / 1e9,
+    std::printf("%-16s %10.2f %12.3f %12.3f %7.0f%% %11.0f%% %7.0f%%\n",
+                r.op.c_str(), r.seconds * 1e3, r.algbw / 1e9, r.busbw / 1e9,
                 tcp > 0 ? 100 * r.busbw / tcp : 0,
-                tcp > 0 ? 100 * f.ranks * r.busbw / tcp : 0);
+                tcp > 0 ? 100 * f.ranks * r.busbw / tcp : 0,
+                mesh > 0 ? 100 * r.busbw / mesh : 0);
   }
   std::printf("tcp loopback, one stream: %.3f GB/s\n", tcp / 1e9);
+  if (mesh > 0) {
+    std::printf(
+        "tcp mesh bound: %.3f GB/s busbw (%d processes exchanging the "
+        "reduce-scatter's bytes over loopback tcp, nothing else)\n",
+        mesh / 1e9, f.ranks);
+  }
   if (have_baseline) {
     std::printf(
         "torch gloo (fp32): all-reduce busbw %.3f GB/s, all-gather busbw "
@@ -495,6 +497,11 @@ int RunCollectivesBench(int argc, char** argv) {
         out["ratios"]["reduce_scatter_vs_torch_allreduce"].get<double>(),
         out["ratios"]["allgather_vs_torch_allgather"].get<double>(),
         out["ratios"]["allreduce_vs_torch_allreduce"].get<double>());
+    if (mesh > 0) {
+      std::printf(
+          "tcp mesh bound/torch all-reduce %.2fx\n",
+          out["ratios"]["tcp_mesh_bound_vs_torch_allreduce"].get<double>());
+    }
   } else if (f.baseline) {
     std::printf("torch baseline: not available\n");
   }
