@@ -4,7 +4,8 @@
 // downward API and $(VAR) expansion emulated), then a rolling restart, a
 // scale-down, a scale-up and a drain. The job keeps training through every
 // change, each change is a live re-shard moving exactly the lower bound, and
-// the final members' masters equal the undisturbed reference.
+// the final members' masters equal the undisturbed reference. Collectives
+// and state moves run over tcp, as between pods.
 
 #include <signal.h>
 
@@ -108,6 +109,10 @@ class PodSet {
     }
     options.argv.push_back("--dump-master");
     options.argv.push_back(run_.dump_dir());
+    // Pods have their own pid and ipc namespaces, so their collectives and
+    // state moves go over tcp; these processes share one, so say it.
+    options.argv.push_back("--comm-transport");
+    options.argv.push_back("tcp");
     for (const auto& [key, value] : *env) {
       options.env.push_back(absl::StrCat(key, "=", value));
     }

@@ -49,17 +49,29 @@ struct EngineConfig {
 EngineConfig MakeEngineConfig(const job::JobSpec& job, const plan::Plan& plan,
                               int rank, comm::KvStore* store);
 
+class StepEngine;
+
 struct EngineOptions {
   // Bound on each collective and on the rendezvous. Default 30 s.
   int64_t comm_timeout_ms = 30000;
   // Local address the Gloo communicators listen on. Default loopback.
   std::string hostname = "127.0.0.1";
+  // How cpu ranks exchange bytes (communicator.h). Default kAuto: shared
+  // memory when the group's ranks share this host, else tcp.
+  comm::HostTransport host_transport = comm::HostTransport::kAuto;
   // Threads of the Adam kernel (0: every hardware thread). Default 0.
   int adam_threads = 0;
   // Overlap bucket k's all-gather with bucket k+1's Adam. Default true.
   bool overlap_all_gather = true;
-  // Bytes per pipelined message of the host collectives. Default 1 MiB.
-  size_t chunk_bytes = size_t{1} << 20;
+  // Bytes per pipelined message of the host collectives. Default 0: the
+  // transport's own (communicator.h).
+  size_t chunk_bytes = 0;
+  // Called by CreateFromState with the engine once its communicators are
+  // connected, before the parameter all-gather, and with nullptr before
+  // CreateFromState returns: another thread may Abort() the engine in
+  // between to end that all-gather (a transition being cancelled). Default
+  // none.
+  std::function<void(StepEngine*)> on_connected;
   // Called on the stepping thread right after the commit point of every
   // applied step, before Adam (fault injection in tests). Default none.
   std::function<void()> after_commit;

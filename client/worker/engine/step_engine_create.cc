@@ -75,9 +75,12 @@ absl::StatusOr<std::unique_ptr<StepEngine>> StepEngine::CreateFromState(
   engine->adam_step_ = adam_step;
   engine->skipped_steps_ = step - adam_step;
   ZSHARD_RETURN_IF_ERROR(engine->Connect());
-  if (absl::Status s = engine->PublishParams(); !s.ok()) {
+  if (options.on_connected) options.on_connected(engine.get());
+  absl::Status published = engine->PublishParams();
+  if (options.on_connected) options.on_connected(nullptr);
+  if (!published.ok()) {
     engine->Abort();
-    return s;
+    return published;
   }
   return engine;
 }
@@ -109,6 +112,7 @@ absl::Status StepEngine::Connect() {
   co.store = config_.store;
   co.timeout_ms = options_.comm_timeout_ms;
   co.hostname = options_.hostname;
+  co.host_transport = options_.host_transport;
   co.chunk_bytes = options_.chunk_bytes;
   if (d > 1) {
     co.rank = shard_rank;

@@ -146,6 +146,7 @@ absl::StatusOr<std::unique_ptr<comm::Communicator>> StateMover::Connect(
   co.store = &store;
   co.timeout_ms = input_.timeout_ms;
   co.hostname = input_.hostname;
+  co.host_transport = input_.host_transport;
   ZSHARD_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> comm,
                           comm::CreateCommunicator(co));
   absl::MutexLock lock(&mu_);

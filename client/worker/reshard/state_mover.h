@@ -55,6 +55,8 @@ struct MoveInput {
   int64_t timeout_ms = 30000;
   // Local address to listen on. Default loopback.
   std::string hostname = "127.0.0.1";
+  // How the members exchange bytes (communicator.h). Default kAuto.
+  comm::HostTransport host_transport = comm::HostTransport::kAuto;
   // Payload bytes per message (each followed by its checksum); every
   // member must pass the same value. Default 4 MiB.
   size_t chunk_bytes = size_t{4} << 20;

@@ -15,7 +15,8 @@ const char* WorkerUsage() {
   return "usage: zshard-worker --coordinator HOST:PORT --name NAME "
          "[--device cpu|cuda] [--labels node=a,zone=b] [--address HOST:PORT] "
          "[--tls-ca F] [--tls-cert F --tls-key F] [--log-format text|json] "
-         "[--metrics-listen HOST:PORT] [--dump-master DIR] [--comm-host HOST]";
+         "[--metrics-listen HOST:PORT] [--dump-master DIR] [--comm-host HOST] "
+         "[--comm-transport auto|tcp|shm]";
 }
 
 absl::StatusOr<std::map<std::string, std::string>> ParseLabels(
@@ -58,9 +59,10 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(
       flag = flag.substr(0, eq);
     }
     static const char* const kKnown[] = {
-        "--coordinator", "--name",           "--device",      "--labels",
-        "--address",     "--tls-ca",         "--tls-cert",    "--tls-key",
-        "--log-format",  "--metrics-listen", "--dump-master", "--comm-host"};
+        "--coordinator",   "--name",           "--device",      "--labels",
+        "--address",       "--tls-ca",         "--tls-cert",    "--tls-key",
+        "--log-format",    "--metrics-listen", "--dump-master", "--comm-host",
+        "--comm-transport"};
     if (std::find(std::begin(kKnown), std::end(kKnown), flag) ==
         std::end(kKnown)) {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag ", flag));
@@ -99,6 +101,13 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(
         return absl::InvalidArgumentError("--comm-host must not be empty");
       }
       comm_host = *value;
+    } else if (flag == "--comm-transport") {
+      absl::StatusOr<comm::HostTransport> t = comm::ParseHostTransport(*value);
+      if (!t.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--comm-transport must be auto, tcp or shm, not '", *value, "'"));
+      }
+      flags.session.train.engine.host_transport = *t;
     } else if (flag == "--dump-master") {
       flags.session.train.dump_master_dir = *value;
     } else if (flag == "--tls-ca") {

@@ -142,6 +142,7 @@ absl::StatusOr<std::unique_ptr<HeldEngine>> BuildEpoch(BuildInput input) {
     move.store = store;
     move.timeout_ms = input.options.comm_timeout_ms;
     move.hostname = input.options.hostname;
+    move.host_transport = input.options.host_transport;
     reshard::StateMover mover(std::move(move));
     if (input.set_mover) input.set_mover(&mover);
     absl::StatusOr<reshard::MoveStats> stats = mover.Run();
@@ -163,10 +164,12 @@ absl::StatusOr<std::unique_ptr<HeldEngine>> BuildEpoch(BuildInput input) {
   if (buffers == nullptr) return held;
   engine::EngineConfig config =
       engine::MakeEngineConfig(job, *plan, epoch.rank, store);
-  ZSHARD_ASSIGN_OR_RETURN(held->engine,
-                          engine::StepEngine::CreateFromState(
-                              config, input.options, std::move(buffers),
-                              epoch.resume_step, epoch.resume_adam_step));
+  engine::EngineOptions options = input.options;
+  if (input.set_engine) options.on_connected = input.set_engine;
+  ZSHARD_ASSIGN_OR_RETURN(
+      held->engine, engine::StepEngine::CreateFromState(
+                        config, options, std::move(buffers), epoch.resume_step,
+                        epoch.resume_adam_step));
   return held;
 }
 

@@ -66,6 +66,11 @@ struct BuildInput {
   // Called with the mover before it runs and with null after, so that an
   // abort from another thread reaches it.
   std::function<void(reshard::StateMover*)> set_mover;
+  // Called with the engine being created from moved state while its
+  // parameters are all-gathered, then with nullptr (see
+  // EngineOptions::on_connected); Abort() on it ends that all-gather.
+  // Optional.
+  std::function<void(engine::StepEngine*)> set_engine;
   // Raised to cancel the preparation: rendezvous waits then end promptly
   // (Aborted). Must outlive the HeldEngine returned. Required.
   const std::atomic<bool>* cancelled = nullptr;

@@ -49,6 +49,7 @@ void TrainWorkload::CancelTransitionLocked() {
   transition_cancelled_ = true;
   transition_abort_.store(true);
   if (mover_ != nullptr) mover_->Abort();
+  if (creating_ != nullptr) creating_->Abort();
 }
 
 void TrainWorkload::SetEpochReadyCallback(EpochReadyCallback ready) {

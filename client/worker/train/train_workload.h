@@ -114,6 +114,9 @@ class TrainWorkload : public SteppingWorkload {
   // Work for the thread: a committed epoch to prepare, a stable epoch.
   std::optional<EpochInfo> commit_request_ ABSL_GUARDED_BY(mu_);
   int64_t stable_request_ ABSL_GUARDED_BY(mu_) = 0;
+  // The engine being created from moved state (its parameter all-gather in
+  // progress), for Abort.
+  engine::StepEngine* creating_ ABSL_GUARDED_BY(mu_) = nullptr;
   // The mover of the transition in progress (for Abort), and whether the
   // transition was cancelled by a pause or an abort.
   reshard::StateMover* mover_ ABSL_GUARDED_BY(mu_) = nullptr;

@@ -34,6 +34,11 @@ int64_t TrainWorkload::RunTransition(const EpochInfo& epoch) {
     mover_ = mover;
     if (mover != nullptr && transition_cancelled_) mover->Abort();
   };
+  input.set_engine = [this](engine::StepEngine* engine) {
+    absl::MutexLock lock(&mu_);
+    creating_ = engine;
+    if (engine != nullptr && transition_cancelled_) engine->Abort();
+  };
   absl::StatusOr<std::unique_ptr<HeldEngine>> held =
       BuildEpoch(std::move(input));
   std::unique_ptr<HeldEngine> discard;

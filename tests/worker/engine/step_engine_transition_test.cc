@@ -9,9 +9,12 @@
 #include <filesystem>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "client/worker/engine/elements.h"
 #include "client/worker/engine/master_dump.h"
 #include "client/worker/engine/reference_optimizer.h"
@@ -398,6 +401,61 @@ TEST(CreateFromStateArgsTest, RejectsBuffersOfAnotherRankOrBadCounters) {
   EXPECT_EQ((*ok)->step(), 5);
   EXPECT_EQ((*ok)->adam_step(), 3);
   EXPECT_EQ((*ok)->skipped_steps(), 2);
+}
+
+// A rank whose peer never joins the parameter all-gather is ended by an
+// Abort() through on_connected, long before the communicator timeout; the
+// peer then fails too instead of waiting out its own timeout.
+TEST(CreateFromStateAbortTest, AbortThroughOnConnectedEndsTheAllGather) {
+  const plan::ModelSpec model = Model(plan::DType::kBf16);
+  const plan::Plan plan = MakeTestPlan(model, 2, 1);
+  testing::Cluster cluster;
+  cluster.MakeSynthetic(model, 2, 4);
+  absl::Notification rank0_connected;
+  absl::Notification rank0_done;
+  std::atomic<StepEngine*> rank0_engine{nullptr};
+  std::vector<absl::Status> status(2);
+  std::vector<absl::Duration> took(2);
+  std::thread aborter([&] {
+    rank0_connected.WaitForNotification();
+    rank0_engine.load()->Abort();
+  });
+  testing::RunRanks(2, [&](int r) {
+    absl::StatusOr<std::unique_ptr<EngineBuffers>> buffers =
+        EngineBuffers::Create(model, plan, r, *cluster.workloads[r]);
+    ASSERT_TRUE(buffers.ok()) << buffers.status();
+    EngineConfig config;
+    config.model = model;
+    config.plan = plan;
+    config.rank = r;
+    config.optimizer = Optimizer();
+    config.store = &cluster.store;
+    EngineOptions options;
+    options.comm_timeout_ms = 60000;
+    options.adam_threads = 1;
+    options.on_connected = [&, r](StepEngine* engine) {
+      if (r == 0) {
+        if (engine != nullptr) {
+          rank0_engine.store(engine);
+          rank0_connected.Notify();
+        }
+      } else if (engine != nullptr) {
+        // Rank 1 joins the all-gather only after rank 0 gave up.
+        rank0_done.WaitForNotification();
+      }
+    };
+    const absl::Time start = absl::Now();
+    absl::StatusOr<std::unique_ptr<StepEngine>> engine =
+        StepEngine::CreateFromState(config, options, std::move(*buffers), 1, 1);
+    took[r] = absl::Now() - start;
+    status[r] = engine.status();
+    if (r == 0) rank0_done.Notify();
+  });
+  aborter.join();
+  EXPECT_EQ(status[0].code(), absl::StatusCode::kAborted) << status[0];
+  EXPECT_FALSE(status[1].ok());
+  EXPECT_LT(took[0], absl::Seconds(10));
+  EXPECT_LT(took[1], absl::Seconds(10));
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // store's flag is raised: in the rendezvous while a peer never comes, and in
 // the pair connect after a dead peer published its address. A Recv blocked
 // on a silent peer ends at Abort(). Each ends within 2 s of the abort,
-// against a 30 s communicator timeout.
+// against a 30 s communicator timeout. Over tcp and shared memory.
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -61,8 +61,10 @@ class HidingStore final : public comm::KvStore {
   const std::string hidden_;
 };
 
-comm::CommOptions Options(int rank, comm::KvStore* store) {
+comm::CommOptions Options(int rank, comm::KvStore* store,
+                          comm::HostTransport transport) {
   comm::CommOptions o;
+  o.host_transport = transport;
   o.rank = rank;
   o.size = 2;
   o.group = "cancel";
@@ -71,13 +73,18 @@ comm::CommOptions Options(int rank, comm::KvStore* store) {
   return o;
 }
 
-TEST(AbortableConnectTest, CancelDuringTheRendezvousReturnsAborted) {
+// Runs over Gloo's tcp pairs and over shared memory.
+class AbortableConnectTest
+    : public ::testing::TestWithParam<comm::HostTransport> {};
+
+TEST_P(AbortableConnectTest, CancelDuringTheRendezvousReturnsAborted) {
   comm::MemoryKvStore store;
   std::atomic<bool> cancelled{false};
   AbortableStore abortable(&store, &cancelled);
   absl::StatusOr<std::unique_ptr<comm::Communicator>> comm;
-  std::thread rank0(
-      [&] { comm = comm::CreateCommunicator(Options(0, &abortable)); });
+  std::thread rank0([&] {
+    comm = comm::CreateCommunicator(Options(0, &abortable, GetParam()));
+  });
   // Rank 0 published its address; rank 1 never comes.
   ASSERT_TRUE(testing::WaitFor([&] { return store.size() > 0; }, 10000));
   const Clock::time_point t0 = Clock::now();
@@ -87,7 +94,9 @@ TEST(AbortableConnectTest, CancelDuringTheRendezvousReturnsAborted) {
   EXPECT_EQ(comm.status().code(), absl::StatusCode::kAborted) << comm.status();
 }
 
-TEST(AbortableConnectTest, CancelDuringTheConnectToADeadPeerEndsPromptly) {
+// Gloo's pair connect: tcp only.
+TEST(AbortableTcpConnectTest, CancelDuringTheConnectToADeadPeerEndsPromptly) {
+  constexpr comm::HostTransport kTcp = comm::HostTransport::kTcp;
   // Twice: whether this rank listens for the dead peer (it would wait out
   // the connect timeout) or connects to it (refused) depends on ports.
   for (int trial = 0; trial < 2; ++trial) {
@@ -98,8 +107,9 @@ TEST(AbortableConnectTest, CancelDuringTheConnectToADeadPeerEndsPromptly) {
     std::atomic<bool> dead{false};
     AbortableStore peer_store(&hiding, &dead);
     absl::StatusOr<std::unique_ptr<comm::Communicator>> peer;
-    std::thread rank1(
-        [&] { peer = comm::CreateCommunicator(Options(1, &peer_store)); });
+    std::thread rank1([&] {
+      peer = comm::CreateCommunicator(Options(1, &peer_store, kTcp));
+    });
     ASSERT_TRUE(testing::WaitFor([&] { return store.size() > 0; }, 10000));
     dead = true;
     rank1.join();
@@ -111,7 +121,7 @@ TEST(AbortableConnectTest, CancelDuringTheConnectToADeadPeerEndsPromptly) {
     absl::StatusOr<std::unique_ptr<comm::Communicator>> comm;
     const Clock::time_point start = Clock::now();
     std::thread rank0(
-        [&] { comm = comm::CreateCommunicator(Options(0, &abortable)); });
+        [&] { comm = comm::CreateCommunicator(Options(0, &abortable, kTcp)); });
     // Rank 0 has read the dead peer's address once its own is in.
     ASSERT_TRUE(testing::WaitFor([&] { return store.size() > 1; }, 10000));
     cancelled = true;
@@ -126,13 +136,13 @@ TEST(AbortableConnectTest, CancelDuringTheConnectToADeadPeerEndsPromptly) {
   }
 }
 
-TEST(AbortableConnectTest, AbortEndsARecvBlockedOnASilentPeer) {
+TEST_P(AbortableConnectTest, AbortEndsARecvBlockedOnASilentPeer) {
   comm::MemoryKvStore store;
   std::vector<std::unique_ptr<comm::Communicator>> comms(2);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
-      auto c = comm::CreateCommunicator(Options(r, &store));
+      auto c = comm::CreateCommunicator(Options(r, &store, GetParam()));
       ASSERT_TRUE(c.ok()) << c.status();
       comms[r] = *std::move(c);
     });
@@ -156,6 +166,14 @@ TEST(AbortableConnectTest, AbortEndsARecvBlockedOnASilentPeer) {
   EXPECT_LT(done - t0, kPrompt);
   EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, AbortableConnectTest,
+                         ::testing::Values(comm::HostTransport::kTcp,
+                                           comm::HostTransport::kShm),
+                         [](const auto& info) {
+                           return std::string(
+                               comm::HostTransportName(info.param));
+                         });
 
 }  // namespace
 }  // namespace zshard::reshard

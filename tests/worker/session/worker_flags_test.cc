@@ -73,6 +73,26 @@ TEST(WorkerFlagsTest, CommHostFromFlagPodIpOrAddress) {
   EXPECT_FALSE(ParseWorkerFlags(args, Env({})).ok());
 }
 
+TEST(WorkerFlagsTest, CommTransport) {
+  const std::vector<std::string> base = {"--coordinator", "c:1", "--name", "w"};
+  auto flags = ParseWorkerFlags(base, Env({}));
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->session.train.engine.host_transport,
+            comm::HostTransport::kAuto);
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--comm-transport", "tcp"});
+  flags = ParseWorkerFlags(args, Env({}));
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->session.train.engine.host_transport,
+            comm::HostTransport::kTcp);
+  args = base;
+  args.insert(args.end(), {"--comm-transport=udp"});
+  flags = ParseWorkerFlags(args, Env({}));
+  ASSERT_FALSE(flags.ok());
+  EXPECT_EQ(flags.status().message(),
+            "--comm-transport must be auto, tcp or shm, not 'udp'");
+}
+
 TEST(WorkerFlagsTest, DefaultsFromEnvironment) {
   auto flags = ParseWorkerFlags(
       {}, Env({{"POD_NAME", "pod-3"}, {"ZSHARD_COORDINATOR", "coord:1"}}));
