@@ -119,6 +119,8 @@ TEST_F(DashboardTest, WatchEventsFollowsNewEvents) {
   v1::WatchEventsRequest req;
   req.set_after_seq(-1);  // only new ones
   auto stream = dashboard_->WatchEvents(ctx.get(), req);
+  // The server fixes the stream's position before it sends the metadata.
+  stream->WaitForInitialMetadata();
   v1::DrainWorkerRequest drain;
   drain.set_name("w1");
   v1::DrainWorkerResponse dresp;

@@ -344,9 +344,13 @@ void CoordinatorSession::HeartbeatLoop() {
           ZSHARD_LOG_INFO("draining: handing the state over before leaving");
         }
       }
-      if (response.state() == v1::MEMBER_STATE_DEAD ||
-          response.state() == v1::MEMBER_STATE_LEFT) {
+      if (response.state() == v1::MEMBER_STATE_DEAD) {
         return End(SessionOutcome::kFenced, "member declared dead");
+      }
+      // Only this worker's Leave makes it LEFT; the answer to a heartbeat
+      // sent before the Leave may arrive before the Leave's own.
+      if (response.state() == v1::MEMBER_STATE_LEFT) {
+        return End(SessionOutcome::kStopped, "left the job");
       }
     } else if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
       return End(SessionOutcome::kFenced,
