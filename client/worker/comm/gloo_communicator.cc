@@ -3,6 +3,7 @@
 // the choice between the two.
 #include "client/worker/comm/gloo_communicator.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -124,6 +125,9 @@ class GlooCommunicator final : public Communicator {
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     const CommOptions& options) {
+  // Creation as a whole, both rendezvous included, is bounded by the timeout.
+  const absl::Time deadline =
+      absl::Now() + absl::Milliseconds(options.timeout_ms);
   if (options.host_transport != HostTransport::kTcp) {
     ShmTransport::Options sopts;
     sopts.rank = options.rank;
@@ -148,7 +152,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
   topts.size = options.size;
   topts.group = options.group;
   topts.store = options.store;
-  topts.timeout_ms = options.timeout_ms;
+  topts.timeout_ms =
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - absl::Now()));
   topts.hostname = options.hostname;
   auto transport = GlooTransport::Connect(topts);
   if (!transport.ok()) return transport.status();
