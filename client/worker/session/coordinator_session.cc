@@ -68,6 +68,13 @@ void CoordinatorSession::End(std::optional<SessionOutcome> outcome,
                              const std::string& why) {
   absl::MutexLock lock(&mu_);
   if (ending_.has_value()) return;
+  // Once this worker asked to leave, the coordinator refusing its session
+  // (a heartbeat or the plan watch answered before the Leave's own reply)
+  // or forgetting it is that leave taking effect, not a fence.
+  if ((leaving_ || left_) &&
+      (!outcome.has_value() || *outcome == SessionOutcome::kFenced)) {
+    outcome = SessionOutcome::kStopped;
+  }
   ZSHARD_LOG_INFO("session ending", {{"reason", why}});
   ending_ = Ending{outcome};
   if (outcome.has_value()) alive_ = false;
@@ -344,13 +351,9 @@ void CoordinatorSession::HeartbeatLoop() {
           ZSHARD_LOG_INFO("draining: handing the state over before leaving");
         }
       }
-      if (response.state() == v1::MEMBER_STATE_DEAD) {
+      if (response.state() == v1::MEMBER_STATE_DEAD ||
+          response.state() == v1::MEMBER_STATE_LEFT) {
         return End(SessionOutcome::kFenced, "member declared dead");
-      }
-      // Only this worker's Leave makes it LEFT; the answer to a heartbeat
-      // sent before the Leave may arrive before the Leave's own.
-      if (response.state() == v1::MEMBER_STATE_LEFT) {
-        return End(SessionOutcome::kStopped, "left the job");
       }
     } else if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
       return End(SessionOutcome::kFenced,

@@ -150,6 +150,9 @@ class CoordinatorSession {
   bool stop_handled_ ABSL_GUARDED_BY(mu_) = false;
   // Leave already marked this worker LEFT: no second Leave.
   bool left_ ABSL_GUARDED_BY(mu_) = false;
+  // A Leave is in flight: the coordinator may already have let this worker
+  // go (End turns a fence into a stop then).
+  bool leaving_ ABSL_GUARDED_BY(mu_) = false;
   // Handing the state over before leaving (after Stop() with handover, or
   // an admin drain): the stable epoch when it began.
   bool draining_ ABSL_GUARDED_BY(mu_) = false;

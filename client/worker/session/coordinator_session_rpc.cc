@@ -82,7 +82,16 @@ bool CoordinatorSession::Leave(const std::string& reason) {
   request.set_reason(reason);
   v1::LeaveResponse response;
   auto context = MakeContext();
+  {
+    absl::MutexLock lock(&mu_);
+    leaving_ = true;
+  }
   grpc::Status status = stub_->Leave(context.get(), request, &response);
+  if (!status.ok() || response.handover()) {
+    // Still a member: refusals from now on are real fences again.
+    absl::MutexLock lock(&mu_);
+    leaving_ = false;
+  }
   if (!status.ok()) {
     ZSHARD_LOG_WARN("leave failed", {{"error", status.error_message()}});
     return false;

@@ -59,6 +59,7 @@ class FakeWorkerService final : public v1::WorkerService::Service {
       return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown worker");
     }
     if (fenced_) {
+      ++refused_;
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "fenced");
     }
     response->set_epoch(1);
@@ -108,6 +109,16 @@ class FakeWorkerService final : public v1::WorkerService::Service {
   grpc::Status Leave(grpc::ServerContext*, const v1::LeaveRequest* request,
                      v1::LeaveResponse* response) override {
     absl::MutexLock lock(&mu_);
+    if (refuse_during_leave_) {
+      // The member is gone before the Leave's reply: a heartbeat is
+      // refused first.
+      fenced_ = true;
+      const int seen = refused_;
+      auto refused = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return refused_ > seen;
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&refused), absl::Seconds(5));
+    }
     leave_reason_ = request->reason();
     // The first leave of a worker holding state hands it over.
     response->set_handover(handover_ && leaves_ == 0);
@@ -133,6 +144,8 @@ class FakeWorkerService final : public v1::WorkerService::Service {
   absl::Mutex mu_;
   bool refuse_join_ ABSL_GUARDED_BY(mu_) = false;
   bool fenced_ ABSL_GUARDED_BY(mu_) = false;
+  bool refuse_during_leave_ ABSL_GUARDED_BY(mu_) = false;
+  int refused_ ABSL_GUARDED_BY(mu_) = 0;
   bool forget_next_heartbeat_ ABSL_GUARDED_BY(mu_) = false;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
@@ -224,6 +237,24 @@ TEST_F(CoordinatorSessionTest, StepsFromResumeStepAndLeavesOnStop) {
   absl::MutexLock lock(&service_.mu_);
   EXPECT_EQ(service_.leave_reason_, "stopped by signal");
   EXPECT_EQ(service_.last_name_, "w0");
+}
+
+// A heartbeat refused while the Leave is in flight (the coordinator let the
+// member go before its reply arrived) ends the session as a stop.
+TEST_F(CoordinatorSessionTest, RefusalDuringLeaveIsAStopNotAFence) {
+  StartRun();
+  ASSERT_TRUE(WaitActive());
+  {
+    absl::MutexLock lock(&service_.mu_);
+    service_.refuse_during_leave_ = true;
+  }
+  session_->Stop();
+  auto outcome = Finish();
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(*outcome, SessionOutcome::kStopped);
+  absl::MutexLock lock(&service_.mu_);
+  EXPECT_GT(service_.refused_, 0);
+  EXPECT_EQ(service_.leave_reason_, "stopped by signal");
 }
 
 TEST_F(CoordinatorSessionTest, RefusedTokenFencesWithoutLeaving) {
