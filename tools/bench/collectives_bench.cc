@@ -5,7 +5,6 @@
 // bound of one TCP loopback stream and, with --baseline, torch.distributed's
 // Gloo backend measured in the same run.
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +29,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/bench/baseline.h"
 #include "tools/bench/bench_commands.h"
+#include "tools/bench/forked_ranks.h"
 #include "tools/bench/tcp_bound.h"
 
 namespace zshard::bench {
@@ -239,8 +239,7 @@ absl::Status RunThreads(const Flags& f,
 
 // Runs every rank as a forked process (forked before this process starts
 // any thread); the ranks meet through a FileKvStore in a fresh temporary
-// directory and report their times over a pipe as text:
-// "ok <transport> t0 t1 ..." or "error <message>".
+// directory.
 absl::Status RunProcesses(const Flags& f,
                           std::vector<std::vector<double>>* rank_times,
                           std::string* transport) {
@@ -249,68 +248,27 @@ absl::Status RunProcesses(const Flags& f,
     return absl::InternalError("cannot create a rendezvous directory");
   }
   const std::string dir = tmpl;
-  std::vector<pid_t> pids;
-  std::vector<int> fds;
-  for (int r = 0; r < f.ranks; ++r) {
-    int p[2];
-    if (pipe(p) != 0) return absl::InternalError("pipe failed");
-    const pid_t pid = fork();
-    if (pid < 0) return absl::InternalError("fork failed");
-    if (pid == 0) {
-      close(p[0]);
-      comm::FileKvStore store(dir);
-      std::string used;
-      auto times = RunRank(f, r, &store, &used);
-      std::string msg;
-      if (times.ok()) {
-        msg = absl::StrCat("ok ", used);
-        for (double t : *times) absl::StrAppend(&msg, " ", t);
-      } else {
-        msg = absl::StrCat("error ", times.status().ToString());
-      }
-      for (size_t off = 0; off < msg.size();) {
-        const ssize_t w = write(p[1], msg.data() + off, msg.size() - off);
-        if (w <= 0) break;
-        off += static_cast<size_t>(w);
-      }
-      _exit(times.ok() ? 0 : 1);
-    }
-    close(p[1]);
-    pids.push_back(pid);
-    fds.push_back(p[0]);
-  }
-  absl::Status result;
-  for (int r = 0; r < f.ranks; ++r) {
-    std::string msg;
-    char buf[4096];
-    ssize_t got;
-    while ((got = read(fds[r], buf, sizeof(buf))) > 0) {
-      msg.append(buf, static_cast<size_t>(got));
-    }
-    close(fds[r]);
-    int wstatus = 0;
-    waitpid(pids[r], &wstatus, 0);
-    std::vector<double>& times = (*rank_times)[r];
-    if (msg.rfind("ok ", 0) == 0) {
-      const size_t name_end = msg.find(' ', 3);
-      if (r == 0) *transport = msg.substr(3, name_end - 3);
-      const char* p = msg.c_str() + std::min(name_end, msg.size());
-      char* end = nullptr;
-      for (double t = std::strtod(p, &end); end != p;
-           t = std::strtod(p, &end)) {
-        times.push_back(t);
-        p = end;
-      }
-    }
-    if (result.ok() && times.size() != static_cast<size_t>(kOps * f.iters)) {
-      result = absl::UnavailableError(absl::StrCat(
-          "rank ", r, " process failed: ", msg.empty() ? "no report" : msg));
-    }
-  }
+  absl::StatusOr<std::vector<RankReport>> reports =
+      RunForkedRanks(f.ranks, [&](int r) -> absl::StatusOr<RankReport> {
+        comm::FileKvStore store(dir);
+        RankReport report;
+        ZSHARD_ASSIGN_OR_RETURN(report.times,
+                                RunRank(f, r, &store, &report.label));
+        return report;
+      });
   // Ranks wrote one small file per key; the directory goes with them.
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
-  return result;
+  if (!reports.ok()) return reports.status();
+  for (int r = 0; r < f.ranks; ++r) {
+    (*rank_times)[r] = std::move((*reports)[r].times);
+    if ((*rank_times)[r].size() != static_cast<size_t>(kOps * f.iters)) {
+      return absl::UnavailableError(
+          absl::StrCat("rank ", r, " process reported too few times"));
+    }
+  }
+  *transport = (*reports)[0].label;
+  return absl::OkStatus();
 }
 
 // Runs every collective `iters` times on every rank; fills `results`.
@@ -322,18 +280,9 @@ absl::Status RunCollectives(const Flags& f, std::vector<OpResult>* results,
   ZSHARD_RETURN_IF_ERROR(f.processes ? RunProcesses(f, &rank_times, transport)
                                      : RunThreads(f, &rank_times, transport));
   for (int op = 0; op < kOps; ++op) {
-    std::vector<double> slowest;
-    for (int it = 0; it < f.iters; ++it) {
-      double t = 0;
-      for (int r = 0; r < n; ++r) {
-        t = std::max(t, rank_times[r][op * f.iters + it]);
-      }
-      slowest.push_back(t);
-    }
-    std::sort(slowest.begin(), slowest.end());
     OpResult r;
     r.op = kOpNames[op];
-    r.seconds = slowest[slowest.size() / 2];
+    r.seconds = MedianOfSlowest(rank_times, op * f.iters, f.iters);
     r.algbw = static_cast<double>(total) / r.seconds;
     const double factor = (op == 2 ? 2.0 : 1.0) * (n - 1) / n;
     r.busbw = r.algbw * factor;

@@ -7,7 +7,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tools/bench/forked_ranks.h"
 
 namespace zshard::bench {
 namespace {
@@ -160,31 +160,26 @@ bool ExchangeRound(int rank, const std::vector<int>& fds, size_t bytes,
   return true;
 }
 
-// A child's whole run; writes "ok t0 t1 ..." or "error" to `out`.
-void RunMeshRank(int rank, int ranks, size_t bytes, int iters,
-                 const std::vector<int>& listeners,
-                 const std::vector<sockaddr_in>& addrs, int out) {
+// One rank's whole run: its round times, or Unavailable.
+absl::StatusOr<RankReport> RunMeshRank(int rank, int ranks, size_t bytes,
+                                       int iters,
+                                       const std::vector<int>& listeners,
+                                       const std::vector<sockaddr_in>& addrs) {
   constexpr size_t kWindow = size_t{256} << 10;
+  const absl::Status failed = absl::UnavailableError(absl::StrCat(
+      "tcp mesh bound: rank ", rank, " failed to connect or exchange"));
   std::vector<int> fds;
-  std::string msg = "error";
-  if (ConnectMesh(rank, ranks, listeners, addrs, &fds)) {
-    std::vector<char> src(bytes * ranks, 1);
-    std::vector<char> window(kWindow * ranks);
-    msg = "ok";
-    for (int it = -1; it < iters; ++it) {  // one warm-up
-      if (!Barrier(rank, fds)) {
-        msg = "error";
-        break;
-      }
-      const auto start = std::chrono::steady_clock::now();
-      if (!ExchangeRound(rank, fds, bytes, src, &window, kWindow)) {
-        msg = "error";
-        break;
-      }
-      if (it >= 0) absl::StrAppend(&msg, " ", Since(start));
-    }
+  if (!ConnectMesh(rank, ranks, listeners, addrs, &fds)) return failed;
+  std::vector<char> src(bytes * ranks, 1);
+  std::vector<char> window(kWindow * ranks);
+  RankReport report;
+  for (int it = -1; it < iters; ++it) {  // one warm-up
+    if (!Barrier(rank, fds)) return failed;
+    const auto start = std::chrono::steady_clock::now();
+    if (!ExchangeRound(rank, fds, bytes, src, &window, kWindow)) return failed;
+    if (it >= 0) report.times.push_back(Since(start));
   }
-  WriteAll(out, msg.data(), msg.size());
+  return report;
 }
 
 }  // namespace
@@ -243,59 +238,21 @@ absl::StatusOr<double> MeasureTcpMeshBound(int ranks, size_t bytes_per_peer,
       return absl::UnavailableError("tcp mesh bound: cannot listen");
     }
   }
-  std::vector<pid_t> pids;
-  std::vector<int> pipes;
-  for (int r = 0; r < ranks; ++r) {
-    int p[2];
-    if (pipe(p) != 0) break;
-    const pid_t pid = fork();
-    if (pid == 0) {
-      close(p[0]);
-      RunMeshRank(r, ranks, bytes_per_peer, iters, listeners, addrs, p[1]);
-      _exit(0);
-    }
-    close(p[1]);
-    if (pid < 0) {
-      close(p[0]);
-      break;
-    }
-    pids.push_back(pid);
-    pipes.push_back(p[0]);
-  }
+  absl::StatusOr<std::vector<RankReport>> reports =
+      RunForkedRanks(ranks, [&](int r) {
+        return RunMeshRank(r, ranks, bytes_per_peer, iters, listeners, addrs);
+      });
   close_all();
-  std::vector<double> slowest(iters, 0);
-  bool ok = static_cast<int>(pids.size()) == ranks;
-  for (size_t r = 0; r < pids.size(); ++r) {
-    std::string msg;
-    char buf[1024];
-    ssize_t n;
-    while ((n = read(pipes[r], buf, sizeof(buf))) > 0) {
-      msg.append(buf, static_cast<size_t>(n));
+  if (!reports.ok()) return reports.status();
+  std::vector<std::vector<double>> times;
+  for (RankReport& report : *reports) {
+    if (report.times.size() != static_cast<size_t>(iters)) {
+      return absl::UnavailableError(
+          "tcp mesh bound: a rank reported too few times");
     }
-    close(pipes[r]);
-    waitpid(pids[r], nullptr, 0);
-    if (msg.rfind("ok", 0) != 0) {
-      ok = false;
-      continue;
-    }
-    const char* p = msg.c_str() + 2;
-    for (int it = 0; it < iters; ++it) {
-      char* end = nullptr;
-      const double t = std::strtod(p, &end);
-      if (end == p) {
-        ok = false;
-        break;
-      }
-      slowest[it] = std::max(slowest[it], t);
-      p = end;
-    }
+    times.push_back(std::move(report.times));
   }
-  if (!ok) {
-    return absl::UnavailableError(
-        "tcp mesh bound: a rank failed to connect or exchange");
-  }
-  std::sort(slowest.begin(), slowest.end());
-  const double median = slowest[slowest.size() / 2];
+  const double median = MedianOfSlowest(times, 0, iters);
   return static_cast<double>(ranks - 1) * bytes_per_peer / median;
 }
 
