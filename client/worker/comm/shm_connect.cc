@@ -48,15 +48,25 @@ bool CanRead(const ShmPeerRecord& record) {
          magic == ShmSegmentHeader::kMagic;
 }
 
-// Whether process `pid` has exited (a zombie counts). False when that cannot
-// be told (no pidfds).
-bool Exited(int64_t pid) {
+// A pidfd of process `pid` (-1 without pidfds: old kernel, seccomp) and
+// whether the process has exited (a zombie counts; false when that cannot
+// be told).
+struct PidWatch {
+  int fd;
+  bool exited;
+};
+
+PidWatch WatchPid(int64_t pid) {
   const long fd = syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0);
-  if (fd < 0) return errno == ESRCH;
+  if (fd < 0) return {-1, errno == ESRCH};
   struct pollfd pfd = {static_cast<int>(fd), POLLIN, 0};
-  const bool exited = poll(&pfd, 1, 0) > 0;
-  close(static_cast<int>(fd));
-  return exited;
+  return {static_cast<int>(fd), poll(&pfd, 1, 0) > 0};
+}
+
+bool Exited(int64_t pid) {
+  const PidWatch watch = WatchPid(pid);
+  if (watch.fd >= 0) close(watch.fd);
+  return watch.exited;
 }
 
 // Removes the names of peers that died during the rendezvous: they can no
@@ -136,17 +146,15 @@ absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(
     t.peers_[peer] = std::move(segment).value();
     t.pids_[peer] = record.pid;
     if (record.pid != getpid()) {
-      const long fd =
-          syscall(SYS_pidfd_open, static_cast<pid_t>(record.pid), 0);
-      struct pollfd pfd = {static_cast<int>(fd), POLLIN, 0};
-      if ((fd < 0 && errno == ESRCH) || (fd >= 0 && poll(&pfd, 1, 0) > 0)) {
-        if (fd >= 0) close(static_cast<int>(fd));
+      const PidWatch watch = WatchPid(record.pid);
+      if (watch.exited) {
+        if (watch.fd >= 0) close(watch.fd);
         return fail(absl::UnavailableError(
             absl::StrCat("shm transport of group '", options.group, "': rank ",
                          peer, " (pid ", record.pid, ") has exited")));
       }
-      // Without pidfds (old kernel, seccomp) PeerGone reads /proc instead.
-      t.pidfds_[peer] = static_cast<int>(fd);
+      // Without pidfds PeerGone reads /proc instead.
+      t.pidfds_[peer] = watch.fd;
     }
     t.out_[peer] = ShmRing(t.peers_[peer]->ring_control(options.rank),
                            t.peers_[peer]->ring_data(options.rank),
