@@ -1,11 +1,15 @@
 #include "common/file_io.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -38,7 +42,8 @@ absl::StatusOr<std::string> ReadFile(absl::string_view path) {
   return ss.str();
 }
 
-absl::Status WriteFileAtomic(absl::string_view path, absl::string_view contents) {
+absl::Status WriteFileAtomic(absl::string_view path,
+                             absl::string_view contents) {
   std::string p(path);
   std::string tmp = p + ".tmp";
   {
@@ -56,6 +61,30 @@ absl::Status WriteFileAtomic(absl::string_view path, absl::string_view contents)
     return absl::InternalError(
         absl::StrCat("cannot rename '", tmp, "': ", std::strerror(errno)));
   }
+  return absl::OkStatus();
+}
+
+absl::Status EnsureWritableDir(absl::string_view path) {
+  const std::string p(path);
+  std::error_code ec;
+  std::filesystem::create_directories(p, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("directory '", p, "' cannot be created: ", ec.message()));
+  }
+  if (!std::filesystem::is_directory(p, ec)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("'", p, "' is not a directory"));
+  }
+  const std::string probe = absl::StrCat(p, "/.zshard-probe-", getpid());
+  const int fd =
+      open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "directory '", p, "' is not writable: ", std::strerror(errno)));
+  }
+  close(fd);
+  unlink(probe.c_str());
   return absl::OkStatus();
 }
 

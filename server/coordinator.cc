@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/file_io.h"
 #include "common/status.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -66,6 +67,15 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   }
   if (!options.tls_client_ca_pem.empty() && options.tls_cert_pem.empty()) {
     return absl::InvalidArgumentError("tls client ca needs tls cert and key");
+  }
+  if (!spec.checkpoint.dir.empty()) {
+    // Refused here, where an operator sees it, rather than as a warning in
+    // every worker's log at each checkpoint interval.
+    absl::Status usable = EnsureWritableDir(spec.checkpoint.dir);
+    if (!usable.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job's checkpoint dir is unusable: ", usable.message()));
+    }
   }
   std::unique_ptr<Coordinator> c(new Coordinator());
   c->options_ = std::move(options);

@@ -59,6 +59,11 @@ struct CoordinatorOptions {
 // than a second.
 class Coordinator {
  public:
+  // Opens the store (taking its directory's lock), loads or creates the
+  // job and starts serving. FailedPrecondition when the job's checkpoint
+  // dir cannot be created or written, or when another coordinator holds
+  // the state dir (naming its pid); InvalidArgument for bad options;
+  // Unavailable when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<Coordinator>> Start(
       job::JobSpec spec, CoordinatorOptions options);
   ~Coordinator();

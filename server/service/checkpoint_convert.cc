@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/manifest.h"
+#include "common/checkpoint/verify.h"
 #include "common/status.h"
 
 namespace zshard::server {
@@ -129,6 +130,9 @@ absl::StatusOr<CheckpointRecord> LoadRestoreCheckpoint(
     return absl::InvalidArgumentError(absl::StrCat(
         "checkpoint '", dir, "' is incomplete: ", covered.message()));
   }
+  // Every file whole before any worker is involved: a damaged file found
+  // by a worker after the commit would stall the job's first epoch.
+  ZSHARD_RETURN_IF_ERROR(checkpoint::VerifyFiles(dir, m));
   char resolved[PATH_MAX];
   c.dir =
       realpath(dir.c_str(), resolved) != nullptr ? std::string(resolved) : dir;

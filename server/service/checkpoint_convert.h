@@ -24,9 +24,11 @@ void ToProto(const ReshardRecord& record, v1::Reshard* out);
 absl::Status WriteManifestFile(const CheckpointRecord& record);
 
 // Reads DIR/manifest.json for `zshard-coordinator --restore DIR` and checks
-// it belongs to `spec`'s model and covers every element of it. The
-// record's dir is DIR made absolute. NotFound / DataLoss from reading;
-// InvalidArgument naming the first difference.
+// it belongs to `spec`'s model and covers every element of it, then
+// verifies every rank file's size and checksum (checkpoint::VerifyFiles).
+// The record's dir is DIR made absolute. NotFound / DataLoss from reading,
+// naming the manifest or the file; InvalidArgument naming the first
+// difference.
 absl::StatusOr<CheckpointRecord> LoadRestoreCheckpoint(
     const std::string& dir, const job::JobSpec& spec);
 

@@ -117,6 +117,8 @@ absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
     return absl::UnavailableError(absl::StrCat(
         "cannot create state dir '", state_dir, "': ", std::strerror(errno)));
   }
+  ZSHARD_ASSIGN_OR_RETURN(std::unique_ptr<DirLock> lock,
+                          DirLock::Acquire(state_dir));
   ZSHARD_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db,
                           SqliteDb::Open(state_dir + "/coordinator.db"));
   ZSHARD_RETURN_IF_ERROR(db->Exec("PRAGMA journal_mode=WAL;"));
@@ -134,7 +136,8 @@ absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
     ZSHARD_RETURN_IF_ERROR(db->Exec(
         "ALTER TABLE epochs ADD COLUMN extra_json TEXT NOT NULL DEFAULT '{}'"));
   }
-  return std::unique_ptr<SqliteStateStore>(new SqliteStateStore(std::move(db)));
+  return std::unique_ptr<SqliteStateStore>(
+      new SqliteStateStore(std::move(lock), std::move(db)));
 }
 
 absl::StatusOr<StoredState> SqliteStateStore::Load() {

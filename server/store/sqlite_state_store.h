@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/store/dir_lock.h"
 #include "server/store/sqlite_db.h"
 #include "server/store/state_store.h"
 
@@ -16,8 +17,10 @@ namespace zshard::server {
 // Thread-compatible: the membership serialises calls under its lock.
 class SqliteStateStore final : public StateStore {
  public:
-  // Creates `state_dir` if needed and opens (or creates) its database.
-  // Unavailable when the directory or file cannot be used.
+  // Creates `state_dir` if needed, takes its lock (DirLock) and opens (or
+  // creates) its database. FailedPrecondition naming the holder's pid when
+  // another coordinator holds the directory; Unavailable when the directory
+  // or file cannot be used.
   static absl::StatusOr<std::unique_ptr<SqliteStateStore>> Open(
       const std::string& state_dir);
 
@@ -28,10 +31,12 @@ class SqliteStateStore final : public StateStore {
   absl::StatusOr<std::vector<Event>> RecentEvents(int limit) override;
 
  private:
-  explicit SqliteStateStore(std::unique_ptr<SqliteDb> db)
-      : db_(std::move(db)) {}
+  SqliteStateStore(std::unique_ptr<DirLock> lock, std::unique_ptr<SqliteDb> db)
+      : lock_(std::move(lock)), db_(std::move(db)) {}
   absl::Status ApplyInTransaction(const StoreWrite& write);
 
+  // Held for the store's life: one coordinator per state directory.
+  std::unique_ptr<DirLock> lock_;
   std::unique_ptr<SqliteDb> db_;
 };
 

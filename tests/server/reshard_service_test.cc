@@ -4,6 +4,7 @@
 // validation of zshard-coordinator (the library call and the binary).
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
@@ -14,6 +15,7 @@
 #include "server/service/proto_convert.h"
 #include "server/store/sqlite_state_store.h"
 #include "tests/server/coordinator_fixture.h"
+#include "tests/server/test_checkpoint.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -164,36 +166,12 @@ TEST_F(ReshardServiceTest, HistoryLeaveHandoverAndPlanUpdateFields) {
   EXPECT_FALSE(hresp.job_failed());
 }
 
-// A manifest on disk for the test job's model ("a": 1000, "b": 2100).
-v1::CheckpointManifest GoodManifest(const std::string& dir) {
-  v1::CheckpointManifest m;
-  m.set_job("demo");
-  m.set_step(40);
-  m.set_adam_step(40);
-  m.set_dir(dir);
-  m.set_world(1);
-  m.set_instances(1);
-  m.add_param_names("a");
-  m.add_param_numels(1000);
-  m.add_param_names("b");
-  m.add_param_numels(2100);
-  v1::CheckpointFile* f = m.add_files();
-  f->set_path("rank-00000.zsc");
-  v1::ParamRange* a = f->add_ranges();
-  a->set_param_index(0);
-  a->set_end(1000);
-  v1::ParamRange* b = f->add_ranges();
-  b->set_param_index(1);
-  b->set_end(2100);
-  return m;
-}
-
 TEST(RestoreCheckpointTest, ValidatesTheManifestAgainstTheJob) {
   zshard::testing::TempDir tmp;
   job::JobSpec spec = testing::TestJob();
   EXPECT_EQ(LoadRestoreCheckpoint(tmp.path(), spec).status().code(),
             absl::StatusCode::kNotFound);
-  v1::CheckpointManifest m = GoodManifest(tmp.path());
+  v1::CheckpointManifest m = testing::GoodManifest(tmp.path());
   ASSERT_TRUE(checkpoint::WriteManifest(m).ok());
   auto ok = LoadRestoreCheckpoint(tmp.path(), spec);
   ASSERT_TRUE(ok.ok()) << ok.status();
@@ -223,6 +201,24 @@ TEST(RestoreCheckpointTest, ValidatesTheManifestAgainstTheJob) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("incomplete"));
 
+  // A rank file that no longer matches its manifest: named, DataLoss.
+  ASSERT_TRUE(checkpoint::WriteManifest(m).ok());
+  {
+    std::fstream f(tmp.File("rank-00000.zsc"),
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(3);
+    f.put('#');
+  }
+  r = LoadRestoreCheckpoint(tmp.path(), spec);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("rank-00000.zsc: checksum mismatch"));
+  ASSERT_EQ(std::remove(tmp.File("rank-00000.zsc").c_str()), 0);
+  r = LoadRestoreCheckpoint(tmp.path(), spec);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("rank-00000.zsc is missing"));
+
   std::ofstream(checkpoint::ManifestPath(tmp.path())) << "{not json";
   EXPECT_EQ(LoadRestoreCheckpoint(tmp.path(), spec).status().code(),
             absl::StatusCode::kDataLoss);
@@ -233,7 +229,8 @@ TEST(RestoreCheckpointTest, CoordinatorRefusesRestoreIntoAStateDirWithAJob) {
   if (bin_dir == nullptr) GTEST_SKIP() << "ZSHARD_BIN_DIR is not set";
   const std::string bin = std::string(bin_dir) + "/zshard-coordinator";
   zshard::testing::TempDir tmp;
-  ASSERT_TRUE(checkpoint::WriteManifest(GoodManifest(tmp.path())).ok());
+  ASSERT_TRUE(
+      checkpoint::WriteManifest(testing::GoodManifest(tmp.path())).ok());
   std::ofstream(tmp.File("job.json")) << testing::TestJobJson();
   ASSERT_EQ(mkdir(tmp.File("state").c_str(), 0700), 0);
   {
