@@ -200,9 +200,9 @@ absl::Status Membership::RestoreLocked(const StoredState& state) {
     }
   }
   if (!committed_stable_) {
-    for (const Move& mv : committed_.moves) {
-      if (!mv.from_worker_id.empty()) {
-        committed_senders_.insert(mv.from_worker_id);
+    for (const plan::Move& mv : committed_.moves) {
+      if (!mv.source_member.empty()) {
+        committed_senders_.insert(mv.source_member);
       }
     }
   }

@@ -336,9 +336,8 @@ void Membership::CommitLocked() {
   committed_ = p;
   committed_stable_ = false;
   committed_senders_.clear();
-  for (const Move& mv : p.moves) {
-    if (!mv.from_worker_id.empty())
-      committed_senders_.insert(mv.from_worker_id);
+  for (const plan::Move& mv : p.moves) {
+    if (!mv.source_member.empty()) committed_senders_.insert(mv.source_member);
   }
   restore_next_ = false;
   active_acks_.clear();
