@@ -28,17 +28,12 @@ LeasePolicy LeasePolicyOf(const job::JobSpec& spec,
   return p;
 }
 
+// The reshard history's outcome of a stored epoch.
 const char* OutcomeOf(EpochStatus status) {
-  switch (status) {
-    case EpochStatus::kStable:
-      return "stable";
-    case EpochStatus::kAbandoned:
-      return "abandoned";
-    case EpochStatus::kBroken:
-      return "broken";
-    default:
-      return "in progress";
-  }
+  if (status == EpochStatus::kStable) return "stable";
+  if (status == EpochStatus::kAbandoned) return "abandoned";
+  if (status == EpochStatus::kBroken) return "broken";
+  return "in progress";
 }
 
 }  // namespace
