@@ -152,6 +152,43 @@ bool MemberTable::MarkGone(Member& m, MemberState state,
   return true;
 }
 
+void MemberTable::MarkDraining(Member& m, const std::string& reason) {
+  m.state = MemberState::kDraining;
+  m.reason = reason;
+}
+
+std::vector<std::string> MemberTable::JoiningToSpare() {
+  std::vector<std::string> changed;
+  for (auto& [id, m] : members_) {
+    if (m.state == MemberState::kJoining) {
+      m.state = MemberState::kSpare;
+      changed.push_back(id);
+    }
+  }
+  return changed;
+}
+
+std::vector<std::string> MemberTable::Place(
+    const std::function<int(const std::string&)>& rank_of) {
+  std::vector<std::string> changed;
+  for (auto& [id, m] : members_) {
+    int rank = rank_of(id);
+    MemberState state = m.state;
+    if (rank >= 0) {
+      state = MemberState::kActive;
+    } else if (state == MemberState::kJoining ||
+               state == MemberState::kActive) {
+      state = MemberState::kSpare;
+    }
+    if (rank != m.rank || state != m.state) {
+      m.rank = rank;
+      m.state = state;
+      changed.push_back(id);
+    }
+  }
+  return changed;
+}
+
 bool MemberTable::MarkSuspect(Member& m, int64_t now_ms) {
   if (m.suspect_since_ms >= 0) return false;
   m.suspect_since_ms = now_ms;

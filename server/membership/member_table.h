@@ -3,6 +3,7 @@
 // validation, session tokens, heartbeats, lease expiry and suspect checks.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -81,9 +82,20 @@ class MemberTable {
   // Renews `m`'s lease at `now_ms` with its reported epoch and step; ends a
   // pending suspect check.
   void Heartbeat(Member& m, int64_t epoch, int64_t step, int64_t now_ms);
+  // `m` acked a transition at `step`: its step is at least that.
+  void RaiseStep(Member& m, int64_t step) { m.step = std::max(m.step, step); }
   // `m` stops counting: `state` (DEAD or LEFT) with `reason`. False (and
   // nothing changes) when it was not live.
   bool MarkGone(Member& m, MemberState state, const std::string& reason);
+  // `m` hands over its state before it leaves: DRAINING with `reason`.
+  void MarkDraining(Member& m, const std::string& reason);
+  // Every JOINING member becomes SPARE; returns their ids.
+  std::vector<std::string> JoiningToSpare();
+  // Places every member by `rank_of` (its rank in a newly committed epoch,
+  // -1: none): ranked members are ACTIVE, unranked JOINING or ACTIVE ones
+  // SPARE, others keep their state. Returns the ids that changed.
+  std::vector<std::string> Place(
+      const std::function<int(const std::string&)>& rank_of);
 
   // How long `m` has been silent at `now_ms`.
   int64_t SilenceMs(const Member& m, int64_t now_ms) const {
@@ -107,7 +119,6 @@ class MemberTable {
 
   // Every member by worker id.
   const std::map<std::string, Member>& all() const { return members_; }
-  std::map<std::string, Member>& all() { return members_; }
   // The join sequence number the next Add uses.
   int64_t next_join_seq() const { return next_join_seq_; }
   void set_next_join_seq(int64_t seq) { next_join_seq_ = seq; }

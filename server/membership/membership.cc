@@ -327,8 +327,7 @@ absl::Status Membership::Drain(const std::string& name) {
 void Membership::DrainLocked(Member& m, const std::string& reason,
                              const std::string& change,
                              const std::string& event) {
-  m.state = MemberState::kDraining;
-  m.reason = reason;
+  members_.MarkDraining(m, reason);
   batch_.Dirty(m.worker_id);
   change_reason_ = change;
   EventLocked("drain", event);

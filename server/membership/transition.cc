@@ -66,11 +66,8 @@ void Membership::ReconcileLocked() {
   if (committed.epoch > 0 && !committed_broken_) {
     if (!transition_.committed_stable()) return;  // change once stable
     if (!replan && (w == committed.world || w == 0)) {
-      for (auto& [id, m] : members_.all()) {
-        if (m.state == MemberState::kJoining) {
-          m.state = MemberState::kSpare;
-          batch_.Dirty(id);
-        }
+      for (const std::string& id : members_.JoiningToSpare()) {
+        batch_.Dirty(id);
       }
       return;
     }
@@ -266,21 +263,8 @@ void Membership::CommitLocked() {
     RecordEpochLocked(transition_.committed(), EpochStatus::kBroken, true,
                       "broken");
   }
-  for (auto& [id, m] : members_.all()) {
-    int rank = RankIn(p, id);
-    MemberState state = m.state;
-    if (rank >= 0) {
-      state = MemberState::kActive;
-    } else if (state == MemberState::kJoining ||
-               state == MemberState::kActive) {
-      state = MemberState::kSpare;
-    }
-    if (rank != m.rank || state != m.state) {
-      m.rank = rank;
-      m.state = state;
-      batch_.Dirty(id);
-    }
-  }
+  auto rank_of = [&p](const std::string& id) { return RankIn(p, id); };
+  for (const std::string& id : members_.Place(rank_of)) batch_.Dirty(id);
   p.committed_ms = clock_->NowMs();
   LogRefused(transition_.Commit(p));
   checkpoints_.set_restore_next(false);
@@ -359,7 +343,7 @@ absl::StatusOr<PlanPhase> Membership::AckPrepared(const std::string& worker_id,
       RankIn(transition_.stable(), m->worker_id) < 0) {
     return PlanPhase::kProposed;  // neither a rank nor a sender
   }
-  m->step = std::max(m->step, ack.step);
+  members_.RaiseStep(*m, ack.step);
   auto live = [this](const std::string& id) { return members_.IsLiveId(id); };
   if (!transition_.AckPrepared(m->worker_id, ack, live)) {
     return PlanPhase::kProposed;

@@ -93,6 +93,33 @@ TEST(MemberTableTest, ForgetDropsTheOldestUnpinnedGone) {
   EXPECT_EQ(t.Find(ids[1]), nullptr);
 }
 
+TEST(MemberTableTest, PlaceRanksMembersOfANewEpoch) {
+  MemberTable t(Policy());
+  Member& a = t.Add(Args("a"), 0);
+  Member& b = t.Add(Args("b"), 0);
+  Member& c = t.Add(Args("c"), 0);
+  Member& d = t.Add(Args("d"), 0);
+  t.MarkDraining(d, "leaving");
+  EXPECT_EQ(t.JoiningToSpare().size(), 3u);
+  EXPECT_TRUE(t.JoiningToSpare().empty());
+  auto rank_of = [&](const std::string& id) {
+    return id == a.worker_id ? 0 : id == b.worker_id ? 1 : -1;
+  };
+  EXPECT_EQ(t.Place(rank_of).size(), 2u);
+  EXPECT_EQ(a.state, MemberState::kActive);
+  EXPECT_EQ(b.rank, 1);
+  EXPECT_EQ(c.state, MemberState::kSpare);
+  EXPECT_EQ(d.state, MemberState::kDraining);
+  EXPECT_TRUE(t.Place(rank_of).empty());
+  auto none = [](const std::string&) { return -1; };
+  EXPECT_EQ(t.Place(none).size(), 2u);
+  EXPECT_EQ(a.state, MemberState::kSpare);
+  EXPECT_EQ(a.rank, -1);
+  t.RaiseStep(a, 5);
+  t.RaiseStep(a, 3);
+  EXPECT_EQ(a.step, 5);
+}
+
 TEST(MemberTableTest, RestoreReArmsLeasesAndJoinOrder) {
   MemberTable t(Policy());
   Member stored;
