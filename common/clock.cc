@@ -25,11 +25,6 @@ void FakeClock::AdvanceMs(int64_t ms) {
   now_ms_ += ms;
 }
 
-void FakeClock::SetMs(int64_t ms) {
-  absl::MutexLock lock(&mu_);
-  now_ms_ = ms;
-}
-
 int64_t WallTimeMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())

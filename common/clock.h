@@ -29,7 +29,6 @@ class FakeClock final : public Clock {
   explicit FakeClock(int64_t start_ms = 0) : now_ms_(start_ms) {}
   int64_t NowMs() const override;
   void AdvanceMs(int64_t ms);
-  void SetMs(int64_t ms);
 
  private:
   mutable absl::Mutex mu_;

@@ -40,6 +40,9 @@ struct Move {
   int64_t source_offset_in_bucket = -1;
   // kCheckpoint: index into the fragments given to PlanMoves; -1 otherwise.
   int fragment = -1;
+  // kCheckpoint: the fragment's file, relative to the checkpoint's dir.
+  // PlanMoves leaves it empty (fragments name no file); its caller fills it.
+  std::string checkpoint_file;
   // The receiver, its rank in the new ownership and where `begin` lives in
   // its new buffers.
   std::string dest_member;

@@ -31,27 +31,14 @@ absl::StatusOr<plan::Ownership> OwnershipOf(const plan::ModelSpec& model,
 EpochMoves Convert(const plan::MovePlan& mp,
                    const std::vector<std::string>* fragment_files) {
   EpochMoves out;
-  out.moves.reserve(mp.moves.size());
-  for (const plan::Move& m : mp.moves) {
-    Move x;
-    if (m.source == plan::MoveSource::kMember) {
-      x.from_rank = m.source_rank;
-      x.from_worker_id = m.source_member;
-    } else if (fragment_files != nullptr && m.fragment >= 0 &&
-               m.fragment < static_cast<int>(fragment_files->size())) {
-      x.checkpoint_file = (*fragment_files)[m.fragment];
+  out.moves = mp.moves;
+  if (fragment_files != nullptr) {
+    for (plan::Move& m : out.moves) {
+      if (m.source == plan::MoveSource::kCheckpoint && m.fragment >= 0 &&
+          m.fragment < static_cast<int>(fragment_files->size())) {
+        m.checkpoint_file = (*fragment_files)[m.fragment];
+      }
     }
-    x.to_rank = m.dest_rank;
-    x.to_worker_id = m.dest_member;
-    x.buffer = m.dest_buffer;
-    x.bucket = m.dest_bucket;
-    x.offset = m.dest_offset_in_bucket;
-    x.length = m.elements();
-    x.param_index = m.param_index;
-    x.expert_rank = m.expert_rank;
-    x.begin = m.begin;
-    x.end = m.end;
-    out.moves.push_back(std::move(x));
   }
   out.summary.moves = static_cast<int>(mp.moves.size());
   out.summary.bytes_moved = mp.bytes_moved;

@@ -1,7 +1,8 @@
 // The moves of a proposed epoch (protocol point 3 of live re-sharding):
 // ownership of the base epoch and of the proposal from their plans and rank
 // assignments, the state-movement planner in param space, and the
-// conversion to the membership's Move and MoveSummary. Pure.
+// planner's moves (checkpoint sources named by file) with their
+// MoveSummary. Pure.
 #pragma once
 
 #include <string>
@@ -16,7 +17,7 @@
 namespace zshard::server {
 
 struct EpochMoves {
-  std::vector<Move> moves;
+  std::vector<plan::Move> moves;
   MoveSummary summary;
   // Ranges no live member holds (only from PlanMembersMoves).
   std::vector<plan::LostRange> lost;

@@ -1,17 +1,20 @@
-// The coordinator's membership state machine (DESIGN.md section 6):
-// members and incarnations, leases, suspect checks, the world policy, the
-// two-phase epoch transition with its state moves and STABLE phase, hand-
-// overs, checkpoints and the reshard history. No gRPC inside; time comes
-// from an injected Clock, durability from an optional StateStore.
+// The coordinator's membership state machine (DESIGN.md section 6), as
+// one thread-safe facade that the service adapters call. It composes the
+// parts, each with its own contract: MemberTable (members, leases,
+// tokens), EpochTransition (proposal, PREPARED/COMMITTED/STABLE phases,
+// commit point), JobCheckpoints (manifests, registry, rollback source),
+// PlanUpdateLog (the WatchPlan stream), ReshardHistory, WorldPlans and
+// StoreBatch; this file's class decides when one part acts on another (a
+// dead member abandons a proposal, a commit ranks the members...). No gRPC
+// inside; time comes from an injected Clock, durability from an optional
+// StateStore.
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -24,10 +27,16 @@
 #include "common/job/job_spec.h"
 #include "common/plan/plan.h"
 #include "server/events/event_log.h"
-#include "server/membership/checkpoint_registry.h"
 #include "server/membership/checkpoint_types.h"
 #include "server/membership/commit_point.h"
+#include "server/membership/epoch_transition.h"
+#include "server/membership/job_checkpoints.h"
+#include "server/membership/member_table.h"
+#include "server/membership/plan_update_log.h"
+#include "server/membership/reshard_history.h"
+#include "server/membership/store_batch.h"
 #include "server/membership/types.h"
+#include "server/membership/world_plans.h"
 #include "server/store/state_store.h"
 
 namespace zshard::server {
@@ -61,13 +70,6 @@ struct MembershipOptions {
   // --restore): only for a store holding no job; it becomes the newest
   // checkpoint and the first epoch restores every range from it.
   std::optional<CheckpointRecord> restore;
-};
-
-struct JoinArgs {
-  std::string name;
-  std::string address;
-  std::map<std::string, std::string> labels;
-  DeviceInfo device;
 };
 
 // A member as the dashboard shows it.
@@ -111,17 +113,9 @@ struct MembershipStats {
   int64_t last_checkpoint_ms = 0;
 };
 
-// Plan updates for a watcher: `updates` in order, and the sequence number
-// to wait after next time.
-struct WatchBatch {
-  // Shared and immutable: many watchers hold the same updates.
-  std::vector<std::shared_ptr<const PlanUpdate>> updates;
-  int64_t last_seq = 0;
-  bool shutdown = false;
-};
-
-// Thread-safe. Every public method takes the one internal lock; none
-// blocks except WaitForUpdates.
+// Thread-safe. Every public method takes the one internal lock (the parts
+// it owns are thread-compatible and guarded by it), except WaitForUpdates,
+// which takes only the update log's lock and is the only one that blocks.
 class Membership {
  public:
   // Creates the state machine for `spec`, restoring members and epochs
@@ -249,18 +243,20 @@ class Membership {
 
   absl::Status RestoreLocked(const StoredState& state)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<Member*> SessionLocked(const std::string& worker_id,
-                                        const std::string& token)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckEpochLocked(int64_t epoch) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Member* FindLocked(const std::string& worker_id)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Member `m` stops counting (DEAD or LEFT); abandons a proposal that
-  // gives it a rank.
+  // needs it as a rank or a source.
   void GoneLocked(Member& m, MemberState state, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `m` becomes DRAINING with `reason` after `change` (the event's and the
+  // next proposal's reason); abandons a proposal that ranks it.
+  void DrainLocked(Member& m, const std::string& reason,
+                   const std::string& change, const std::string& event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool HealthyLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ForgetGoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // Proposes a new epoch when membership calls for one.
   void ReconcileLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ProposeLocked(int world) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -276,29 +272,17 @@ class Membership {
   // job_failed.
   void FailJobLocked(const std::string& kind, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // True when every member the proposal needs (its ranks and the live
-  // ranks of the base epoch) acked PREPARED.
-  bool AllPreparedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Records or updates `plan`'s line of the reshard history.
-  void HistoryLocked(const EpochPlan& plan, const std::string& outcome)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  const plan::Plan* PlanLocked(int world) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool CommittedBrokenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool NeedsReplanLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool HealthyLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::string PlanHashLocked(int world) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CheckFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ForgetGoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void PublishLocked(PlanPhase phase, const EpochPlan& plan)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Rebuilds the watchers' snapshot from committed_/proposal_/abandoned_.
-  void SnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EventLocked(const std::string& kind, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DirtyLocked(const Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SaveEpochLocked(const EpochPlan& plan, EpochStatus status,
-                       bool moves_unchanged = false)
+  // Records `plan` with `status` in the store batch and, with `outcome`,
+  // in the reshard history.
+  void RecordEpochLocked(const EpochPlan& plan, EpochStatus status,
+                         bool moves_unchanged, const std::string& outcome)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SaveMetaLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the pending batch; logs (never crashes) on failure.
@@ -308,58 +292,29 @@ class Membership {
   Clock* const clock_;
   StateStore* const store_;
   const MembershipOptions options_;
-  const int64_t suspect_window_ms_;
-  const int64_t suspect_grace_ms_;
 
   absl::Mutex mu_;
-  std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);  // by id
-  std::map<std::string, std::string> live_by_name_ ABSL_GUARDED_BY(mu_);
-  EpochPlan committed_ ABSL_GUARDED_BY(mu_);  // epoch 0: none yet
-  bool committed_stable_ ABSL_GUARDED_BY(mu_) = true;
-  // The last stable epoch: the base of every proposal (epoch 0: none).
-  EpochPlan stable_ ABSL_GUARDED_BY(mu_);
-  // Members sending state in the committed epoch's moves (not yet stable).
-  std::set<std::string> committed_senders_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> active_acks_ ABSL_GUARDED_BY(mu_);
-  std::optional<EpochPlan> proposal_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, PreparedAck> prepared_ ABSL_GUARDED_BY(mu_);  // by id
+  MemberTable members_ ABSL_GUARDED_BY(mu_);
+  EpochTransition transition_ ABSL_GUARDED_BY(mu_);
+  JobCheckpoints checkpoints_ ABSL_GUARDED_BY(mu_);
+  server::ReshardHistory history_ ABSL_GUARDED_BY(mu_);
+  WorldPlans plans_ ABSL_GUARDED_BY(mu_);
+  StoreBatch batch_ ABSL_GUARDED_BY(mu_);
+  // Counters of transitions (the rest of Stats() is read from the parts).
+  MembershipStats stats_ ABSL_GUARDED_BY(mu_);
   // The job failed (no more proposals); why.
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
   std::string failure_reason_ ABSL_GUARDED_BY(mu_);
-  // The next proposal restores from the newest checkpoint: the first epoch
-  // after --restore, or ranks that could not agree on a step.
-  bool restore_next_ ABSL_GUARDED_BY(mu_) = false;
-  CheckpointRegistry checkpoints_ ABSL_GUARDED_BY(mu_);
-  std::deque<ReshardRecord> history_ ABSL_GUARDED_BY(mu_);
-  std::map<int, std::shared_ptr<const plan::Plan>> plans_ ABSL_GUARDED_BY(mu_);
-  std::optional<EpochPlan> abandoned_ ABSL_GUARDED_BY(mu_);  // last, if latest
-  int64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
-  int64_t next_join_seq_ ABSL_GUARDED_BY(mu_) = 1;
-  int target_world_ ABSL_GUARDED_BY(mu_) = 0;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  // Watchers use only their own mutex, condition variable, update log and
-  // snapshot, never mu_, so that many watchers never queue up in front of
-  // heartbeats. Order: mu_, then watch_mu_.
-  absl::Mutex watch_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  absl::CondVar watch_cv_;
-  std::deque<std::shared_ptr<const PlanUpdate>> log_ ABSL_GUARDED_BY(watch_mu_);
-  int64_t watch_seq_ ABSL_GUARDED_BY(watch_mu_) = 0;
-  bool watch_shutdown_ ABSL_GUARDED_BY(watch_mu_) = false;
-  // What a new watcher gets first: the committed epoch, then the proposal
-  // in flight or the last abandoned one (each may be null).
-  std::shared_ptr<const PlanUpdate> snap_committed_ ABSL_GUARDED_BY(watch_mu_);
-  std::shared_ptr<const PlanUpdate> snap_pending_ ABSL_GUARDED_BY(watch_mu_);
-  int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
-  std::map<int, std::string> hash_cache_ ABSL_GUARDED_BY(mu_);
+  int target_world_ ABSL_GUARDED_BY(mu_) = 0;
+  // Why no world can be formed, as last reported.
   std::string last_unviable_ ABSL_GUARDED_BY(mu_);
   // A ranked member of the committed epoch is no longer healthy.
   bool committed_broken_ ABSL_GUARDED_BY(mu_) = false;
   // What changed last (the reason a proposal gives).
   std::string change_reason_ ABSL_GUARDED_BY(mu_);
-  StoreWrite pending_write_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> dirty_ ABSL_GUARDED_BY(mu_);
-  MembershipStats stats_ ABSL_GUARDED_BY(mu_);
+  // Order: mu_, then the log's own lock.
+  PlanUpdateLog updates_;
   // Order: mu_, then the log's own lock.
   EventLog events_;
 };

@@ -1,6 +1,7 @@
-// Membership: the two-phase epoch transition (propose with moves, PREPARED
-// acks from ranks and senders, commit with the resolved resume point,
-// ACTIVE acks, stable, abandon).
+// Membership: the two-phase epoch transition as the membership drives it
+// (propose with moves, PREPARED acks from ranks and senders, commit with
+// the resolved resume point, ACTIVE acks, stable, abandon). The phases and
+// their records are EpochTransition's.
 #include <algorithm>
 #include <utility>
 
@@ -13,74 +14,60 @@
 #include "server/membership/world_policy.h"
 
 namespace zshard::server {
+namespace {
+
+// A step the transition's table refuses is a broken invariant of the
+// membership: logged, never fatal.
+void LogRefused(const absl::Status& s) {
+  if (!s.ok()) ZSHARD_LOG_ERROR(std::string(s.message()));
+}
+
+}  // namespace
 
 bool Membership::CommittedBrokenLocked() const {
-  if (committed_.epoch == 0) return false;
-  for (int r = 0; r < committed_.world; ++r) {
-    auto it = members_.find(committed_.slots[r].worker_id);
-    if (it == members_.end() || !IsLive(it->second.state)) return true;
+  const EpochPlan& committed = transition_.committed();
+  if (committed.epoch == 0) return false;
+  for (int r = 0; r < committed.world; ++r) {
+    if (!members_.IsLiveId(committed.slots[r].worker_id)) return true;
   }
   // A sender that dies before the epoch is stable leaves its moves undone.
-  if (!committed_stable_) {
-    for (const std::string& id : committed_senders_) {
-      auto it = members_.find(id);
-      if (it == members_.end() || !IsLive(it->second.state)) return true;
+  if (!transition_.committed_stable()) {
+    for (const std::string& id : transition_.committed_senders()) {
+      if (!members_.IsLiveId(id)) return true;
     }
   }
   return false;
 }
 
 bool Membership::NeedsReplanLocked() const {
-  if (committed_.epoch == 0) return false;
-  for (int r = 0; r < committed_.world; ++r) {
-    auto it = members_.find(committed_.slots[r].worker_id);
-    if (it == members_.end() || !HealthyLocked(it->second)) return true;
+  const EpochPlan& committed = transition_.committed();
+  if (committed.epoch == 0) return false;
+  for (int r = 0; r < committed.world; ++r) {
+    const Member* m = members_.Find(committed.slots[r].worker_id);
+    if (m == nullptr || !HealthyLocked(*m)) return true;
   }
   return false;
 }
 
-const plan::Plan* Membership::PlanLocked(int world) {
-  auto it = plans_.find(world);
-  if (it != plans_.end()) return it->second.get();
-  auto p = plan::MakePlan(spec_.model, job::JobPlanOptions(spec_, world));
-  if (!p.ok()) {
-    hash_cache_[world] = "";
-    return nullptr;
-  }
-  hash_cache_[world] = p->hash;
-  auto shared = std::make_shared<const plan::Plan>(*std::move(p));
-  plans_[world] = shared;
-  return shared.get();
-}
-
-std::string Membership::PlanHashLocked(int world) {
-  auto it = hash_cache_.find(world);
-  if (it != hash_cache_.end()) return it->second;
-  const plan::Plan* p = PlanLocked(world);
-  return p == nullptr ? "" : p->hash;
-}
-
 void Membership::ReconcileLocked() {
   committed_broken_ = CommittedBrokenLocked();
-  if (proposal_ || finished_ || failed_) return;
+  if (transition_.proposal() != nullptr || finished_ || failed_) return;
   const bool replan = committed_broken_ || NeedsReplanLocked();
   int healthy = 0;
-  for (const auto& [id, m] : members_) healthy += HealthyLocked(m) ? 1 : 0;
+  for (const auto& [id, m] : members_.all()) healthy += HealthyLocked(m);
   int w = ChooseWorld(healthy, spec_.world, target_world_);
   // Worlds the plan cannot be made for (e.g. expert_parallel not dividing
   // D) are skipped downwards.
-  while (w > 0 && PlanHashLocked(w).empty()) {
+  while (w > 0 && plans_.Hash(w).empty()) {
     w -= spec_.world.instances;
     if (w < spec_.world.min) w = 0;
   }
-  if (committed_.epoch > 0 && !committed_broken_) {
-    if (!committed_stable_) return;  // grow, shrink or drain once stable
-    if (!replan && (w == committed_.world || w == 0)) {
-      for (auto& [id, m] : members_) {
-        if (m.state == MemberState::kJoining) {
-          m.state = MemberState::kSpare;
-          DirtyLocked(m);
-        }
+  const EpochPlan& committed = transition_.committed();
+  if (committed.epoch > 0 && !committed_broken_) {
+    if (!transition_.committed_stable()) return;  // change once stable
+    if (!replan && (w == committed.world || w == 0)) {
+      for (const std::string& id : members_.JoiningToSpare()) {
+        batch_.Dirty(id);
       }
       return;
     }
@@ -98,25 +85,26 @@ void Membership::ReconcileLocked() {
 }
 
 void Membership::ProposeLocked(int world) {
+  const EpochPlan& stable = transition_.stable();
   std::vector<RankCandidate> candidates;
   std::vector<const Member*> healthy;
-  for (const auto& [id, m] : members_) {
+  for (const auto& [id, m] : members_.all()) {
     if (!HealthyLocked(m)) continue;
     healthy.push_back(&m);
     // Ranks of the stable epoch: that is where the state is (before the
     // first stable epoch no one holds state: keep the committed ranks).
-    int prev = stable_.epoch > 0 ? RankIn(stable_, id) : m.rank;
+    int prev = stable.epoch > 0 ? RankIn(stable, id) : m.rank;
     candidates.push_back(
         {id, prev, m.state == MemberState::kSpare, m.join_seq});
   }
   std::vector<std::string> ranks = AssignRanks(world, std::move(candidates));
   EpochPlan p;
-  p.epoch = next_epoch_;
-  p.base_epoch = stable_.epoch;
+  p.epoch = transition_.next_epoch();
+  p.base_epoch = stable.epoch;
   p.world = world;
-  p.world_before = stable_.world;
+  p.world_before = stable.world;
   p.instances = spec_.world.instances;
-  p.plan_hash = PlanHashLocked(world);
+  p.plan_hash = plans_.Hash(world);
   p.reason = change_reason_;
   p.proposed_ms = WallTimeMs();
   int d = world / p.instances;
@@ -129,7 +117,7 @@ void Membership::ProposeLocked(int world) {
     return s;
   };
   for (int r = 0; r < world; ++r) {
-    p.slots.push_back(slot_of(members_.at(ranks[r]), r, d));
+    p.slots.push_back(slot_of(*members_.Find(ranks[r]), r, d));
   }
   std::sort(healthy.begin(), healthy.end(),
             [](const Member* a, const Member* b) {
@@ -145,21 +133,17 @@ void Membership::ProposeLocked(int world) {
     }
   }
   if (!PlanMovesLocked(p)) return;
-  ++next_epoch_;
-  proposal_ = p;
-  prepared_.clear();
-  abandoned_.reset();
+  LogRefused(transition_.Propose(p));
   ++stats_.proposals;
-  SaveEpochLocked(p, EpochStatus::kProposed);
+  RecordEpochLocked(p, EpochStatus::kProposed, false, "in progress");
   SaveMetaLocked();
   PublishLocked(PlanPhase::kProposed, p);
-  HistoryLocked(p, "in progress");
   // Which ranks change hands, so a reader sees who replaces whom.
   std::string changes;
   int changed = 0;
   for (int r = 0; r < world; ++r) {
     const std::string before =
-        r < stable_.world ? stable_.slots[r].name : std::string();
+        r < stable.world ? stable.slots[r].name : std::string();
     if (before == p.slots[r].name) continue;
     if (++changed > 8) continue;
     absl::StrAppend(&changes, "; member ", p.slots[r].name, " took rank ", r,
@@ -183,26 +167,25 @@ void Membership::ProposeLocked(int world) {
 }
 
 bool Membership::PlanMovesLocked(EpochPlan& p) {
-  const plan::Plan* next_plan = PlanLocked(p.world);
+  const EpochPlan& stable = transition_.stable();
+  const plan::Plan* next_plan = plans_.Get(p.world);
   const CheckpointRecord* newest = checkpoints_.Newest();
   if (next_plan == nullptr) return false;
-  bool from_checkpoint = restore_next_;
-  if (!from_checkpoint && (stable_.epoch == 0 || !HoldsState())) {
+  bool from_checkpoint = checkpoints_.restore_next();
+  if (!from_checkpoint && (stable.epoch == 0 || !HoldsState())) {
     return true;  // nothing held
   }
   if (!from_checkpoint) {
-    const plan::Plan* base_plan = PlanLocked(stable_.world);
+    const plan::Plan* base_plan = plans_.Get(stable.world);
     std::vector<std::string> alive;
-    for (int r = 0; r < stable_.world; ++r) {
-      auto it = members_.find(stable_.slots[r].worker_id);
-      if (it != members_.end() && IsLive(it->second.state)) {
-        alive.push_back(it->first);
-      }
+    for (int r = 0; r < stable.world; ++r) {
+      const std::string& id = stable.slots[r].worker_id;
+      if (members_.IsLiveId(id)) alive.push_back(id);
     }
     absl::StatusOr<EpochMoves> moves =
         base_plan == nullptr ? absl::InternalError("no plan for the base epoch")
-                             : PlanMembersMoves(spec_.model, *base_plan,
-                                                stable_, alive, *next_plan, p);
+                             : PlanMembersMoves(spec_.model, *base_plan, stable,
+                                                alive, *next_plan, p);
     if (!moves.ok()) {
       ZSHARD_LOG_ERROR(absl::StrCat("epoch ", p.epoch,
                                     ": moves: ", moves.status().message()));
@@ -251,105 +234,44 @@ void Membership::FailJobLocked(const std::string& kind,
 }
 
 void Membership::AbandonLocked(const std::string& why) {
-  EpochPlan p = *proposal_;
-  p.reason = why;
-  proposal_.reset();
-  prepared_.clear();
-  abandoned_ = p;
+  absl::StatusOr<EpochPlan> p = transition_.Abandon(why);
+  if (!p.ok()) return LogRefused(p.status());
   ++stats_.abandons;
-  SaveEpochLocked(p, EpochStatus::kAbandoned, true);
-  PublishLocked(PlanPhase::kAbandoned, p);
-  HistoryLocked(p, "abandoned");
-  EventLocked("abandon", absl::StrCat("epoch ", p.epoch, ": ", why));
-}
-
-bool Membership::AllPreparedLocked() const {
-  for (int r = 0; r < proposal_->world; ++r) {
-    if (prepared_.count(proposal_->slots[r].worker_id) == 0) return false;
-  }
-  for (int r = 0; r < stable_.world; ++r) {
-    const std::string& id = stable_.slots[r].worker_id;
-    auto it = members_.find(id);
-    if (it != members_.end() && IsLive(it->second.state) &&
-        prepared_.count(id) == 0) {
-      return false;
-    }
-  }
-  return true;
+  RecordEpochLocked(*p, EpochStatus::kAbandoned, true, "abandoned");
+  PublishLocked(PlanPhase::kAbandoned, *p);
+  EventLocked("abandon", absl::StrCat("epoch ", p->epoch, ": ", why));
 }
 
 void Membership::CommitLocked() {
-  EpochPlan p = *proposal_;
-  if (p.restore.active()) {
-    p.resume_step = p.restore.step;
-    p.resume_adam_step = p.restore.adam_step;
-  } else {
-    // The idle workload holds no optimizer state and steps without
-    // collectives, so its members stop at different steps: none is a
-    // holder, and the highest step is the resume step.
-    const bool holds_state = HoldsState();
-    std::vector<PreparedAck> holders, others;
-    for (const auto& [id, ack] : prepared_) {
-      (holds_state && RankIn(stable_, id) >= 0 ? holders : others)
-          .push_back(ack);
+  absl::StatusOr<EpochPlan> resolved = transition_.ResolveCommit(HoldsState());
+  if (!resolved.ok()) {
+    const std::string why = absl::StrCat("ranks cannot resume from one step: ",
+                                         resolved.status().message());
+    AbandonLocked(why);
+    if (checkpoints_.Newest() == nullptr) {
+      FailJobLocked("failed", absl::StrCat(why, "; there is no checkpoint"));
+    } else {
+      checkpoints_.set_restore_next(true);
+      SaveMetaLocked();
+      change_reason_ = why;
     }
-    absl::StatusOr<CommitPoint> point = ResolveCommitPoint(holders, others);
-    if (!point.ok()) {
-      const std::string why = absl::StrCat(
-          "ranks cannot resume from one step: ", point.status().message());
-      AbandonLocked(why);
-      if (checkpoints_.Newest() == nullptr) {
-        FailJobLocked("failed", absl::StrCat(why, "; there is no checkpoint"));
-      } else {
-        restore_next_ = true;
-        SaveMetaLocked();
-        change_reason_ = why;
-      }
-      return;
-    }
-    p.resume_step = point->resume_step;
-    p.resume_adam_step = point->resume_adam_step;
-    p.finish_pending_step = point->finish_pending_step;
-    p.commit_values = point->commit_values;
+    return;
   }
-  if (committed_.epoch > 0 && !committed_stable_) {
+  EpochPlan p = *std::move(resolved);
+  if (transition_.committed().epoch > 0 && !transition_.committed_stable()) {
     // Superseded before it became stable.
-    SaveEpochLocked(committed_, EpochStatus::kBroken, true);
-    HistoryLocked(committed_, "broken");
+    RecordEpochLocked(transition_.committed(), EpochStatus::kBroken, true,
+                      "broken");
   }
-  for (auto& [id, m] : members_) {
-    int rank = RankIn(p, id);
-    MemberState state = m.state;
-    if (rank >= 0) {
-      state = MemberState::kActive;
-    } else if (state == MemberState::kJoining ||
-               state == MemberState::kActive) {
-      state = MemberState::kSpare;
-    }
-    if (rank != m.rank || state != m.state) {
-      m.rank = rank;
-      m.state = state;
-      DirtyLocked(m);
-    }
-  }
+  auto rank_of = [&p](const std::string& id) { return RankIn(p, id); };
+  for (const std::string& id : members_.Place(rank_of)) batch_.Dirty(id);
   p.committed_ms = clock_->NowMs();
-  committed_ = p;
-  committed_stable_ = false;
-  committed_senders_.clear();
-  for (const Move& mv : p.moves) {
-    if (!mv.from_worker_id.empty())
-      committed_senders_.insert(mv.from_worker_id);
-  }
-  restore_next_ = false;
-  active_acks_.clear();
-  proposal_.reset();
-  prepared_.clear();
+  LogRefused(transition_.Commit(p));
+  checkpoints_.set_restore_next(false);
   ++stats_.commits;
-  stats_.epoch = p.epoch;
-  SaveEpochLocked(p, EpochStatus::kCommitted, true);
+  RecordEpochLocked(p, EpochStatus::kCommitted, true, "in progress");
   SaveMetaLocked();
   PublishLocked(PlanPhase::kCommitted, p);
-  HistoryLocked(p, "in progress");
   EventLocked(
       "commit",
       absl::StrCat(
@@ -363,24 +285,19 @@ void Membership::CommitLocked() {
 }
 
 void Membership::StableLocked() {
-  committed_stable_ = true;
-  committed_.duration_ms =
-      std::max<int64_t>(0, clock_->NowMs() - committed_.committed_ms);
-  stable_ = committed_;
-  committed_senders_.clear();
-  if (!committed_.moves.empty()) {
+  const EpochPlan& c = transition_.committed();
+  LogRefused(transition_.MarkStable(
+      std::max<int64_t>(0, clock_->NowMs() - c.committed_ms)));
+  if (!c.moves.empty()) {
     ++stats_.reshards;
-    stats_.reshard_bytes += committed_.summary.bytes_moved;
-    stats_.last_reshard_seconds =
-        static_cast<double>(committed_.duration_ms) / 1000.0;
+    stats_.reshard_bytes += c.summary.bytes_moved;
+    stats_.last_reshard_seconds = static_cast<double>(c.duration_ms) / 1000.0;
   }
-  SaveEpochLocked(committed_, EpochStatus::kStable, true);
-  PublishLocked(PlanPhase::kStable, committed_);
-  HistoryLocked(committed_, "stable");
-  EventLocked(
-      "stable",
-      absl::StrCat("epoch ", committed_.epoch, " active on ", committed_.world,
-                   " ranks, ", committed_.duration_ms, " ms after the commit"));
+  RecordEpochLocked(c, EpochStatus::kStable, true, "stable");
+  PublishLocked(PlanPhase::kStable, c);
+  EventLocked("stable",
+              absl::StrCat("epoch ", c.epoch, " active on ", c.world,
+                           " ranks, ", c.duration_ms, " ms after the commit"));
 }
 
 absl::StatusOr<PlanPhase> Membership::AckPrepared(const std::string& worker_id,
@@ -405,29 +322,36 @@ absl::StatusOr<PlanPhase> Membership::AckPrepared(const std::string& worker_id,
     return absl::InvalidArgumentError("more than 64 commit values");
   }
   absl::MutexLock lock(&mu_);
-  ZSHARD_ASSIGN_OR_RETURN(Member * m, SessionLocked(worker_id, token));
-  if (epoch == committed_.epoch && epoch > 0) {
-    return committed_stable_ ? PlanPhase::kStable : PlanPhase::kCommitted;
+  ZSHARD_ASSIGN_OR_RETURN(Member * m, members_.Session(worker_id, token));
+  const EpochPlan& committed = transition_.committed();
+  if (epoch == committed.epoch && epoch > 0) {
+    return transition_.committed_stable() ? PlanPhase::kStable
+                                          : PlanPhase::kCommitted;
   }
-  if (!proposal_ || proposal_->epoch != epoch) {
-    if (abandoned_ && abandoned_->epoch == epoch) {
+  const EpochPlan* proposal = transition_.proposal();
+  if (proposal == nullptr || proposal->epoch != epoch) {
+    const EpochPlan* abandoned = transition_.abandoned();
+    if (abandoned != nullptr && abandoned->epoch == epoch) {
       return absl::FailedPreconditionError(
           absl::StrCat("epoch ", epoch, " was abandoned"));
     }
     return absl::FailedPreconditionError(
         absl::StrCat("epoch ", epoch, " is not proposed (committed epoch ",
-                     committed_.epoch, ")"));
+                     committed.epoch, ")"));
   }
-  if (RankIn(*proposal_, m->worker_id) < 0 &&
-      RankIn(stable_, m->worker_id) < 0) {
+  if (RankIn(*proposal, m->worker_id) < 0 &&
+      RankIn(transition_.stable(), m->worker_id) < 0) {
     return PlanPhase::kProposed;  // neither a rank nor a sender
   }
-  m->step = std::max(m->step, ack.step);
-  prepared_[m->worker_id] = ack;
-  if (!AllPreparedLocked()) return PlanPhase::kProposed;
+  members_.RaiseStep(*m, ack.step);
+  auto live = [this](const std::string& id) { return members_.IsLiveId(id); };
+  if (!transition_.AckPrepared(m->worker_id, ack, live)) {
+    return PlanPhase::kProposed;
+  }
   CommitLocked();
-  const PlanPhase phase =
-      committed_.epoch == epoch ? PlanPhase::kCommitted : PlanPhase::kAbandoned;
+  const PlanPhase phase = transition_.committed().epoch == epoch
+                              ? PlanPhase::kCommitted
+                              : PlanPhase::kAbandoned;
   ReconcileLocked();
   ForgetGoneLocked();
   FlushLocked();
@@ -438,20 +362,16 @@ absl::StatusOr<PlanPhase> Membership::AckActive(const std::string& worker_id,
                                                 const std::string& token,
                                                 int64_t epoch) {
   absl::MutexLock lock(&mu_);
-  ZSHARD_ASSIGN_OR_RETURN(Member * m, SessionLocked(worker_id, token));
-  if (epoch != committed_.epoch || epoch == 0) {
+  ZSHARD_ASSIGN_OR_RETURN(Member * m, members_.Session(worker_id, token));
+  const EpochPlan& committed = transition_.committed();
+  if (epoch != committed.epoch || epoch == 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("epoch ", epoch, " is not the committed epoch (",
-                     committed_.epoch, ")"));
+                     committed.epoch, ")"));
   }
-  if (committed_stable_) return PlanPhase::kStable;
-  if (RankIn(committed_, m->worker_id) < 0) return PlanPhase::kCommitted;
-  active_acks_.insert(m->worker_id);
-  for (int r = 0; r < committed_.world; ++r) {
-    if (active_acks_.count(committed_.slots[r].worker_id) == 0) {
-      return PlanPhase::kCommitted;
-    }
-  }
+  if (transition_.committed_stable()) return PlanPhase::kStable;
+  if (RankIn(committed, m->worker_id) < 0) return PlanPhase::kCommitted;
+  if (!transition_.AckActive(m->worker_id)) return PlanPhase::kCommitted;
   StableLocked();
   ReconcileLocked();
   ForgetGoneLocked();
@@ -459,29 +379,20 @@ absl::StatusOr<PlanPhase> Membership::AckActive(const std::string& worker_id,
   return PlanPhase::kStable;
 }
 
-absl::Status Membership::CheckEpochLocked(int64_t epoch) const {
-  if (epoch > 0 &&
-      (epoch == committed_.epoch || (proposal_ && proposal_->epoch == epoch))) {
-    return absl::OkStatus();
-  }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "epoch ", epoch, " is stale (committed ", committed_.epoch,
-      proposal_ ? absl::StrCat(", proposed ", proposal_->epoch) : "", ")"));
-}
-
 absl::Status Membership::CheckEpoch(int64_t epoch) {
   absl::MutexLock lock(&mu_);
-  return CheckEpochLocked(epoch);
+  return transition_.CheckEpoch(epoch);
 }
 
 void Membership::CheckFinishedLocked() {
-  if (finished_ || spec_.workload.steps == 0 || committed_.epoch == 0 ||
-      !committed_stable_) {
+  const EpochPlan& committed = transition_.committed();
+  if (finished_ || spec_.workload.steps == 0 || committed.epoch == 0 ||
+      !transition_.committed_stable()) {
     return;
   }
-  for (int r = 0; r < committed_.world; ++r) {
-    auto it = members_.find(committed_.slots[r].worker_id);
-    if (it == members_.end() || it->second.step < spec_.workload.steps) return;
+  for (int r = 0; r < committed.world; ++r) {
+    const Member* m = members_.Find(committed.slots[r].worker_id);
+    if (m == nullptr || m->step < spec_.workload.steps) return;
   }
   finished_ = true;
   SaveMetaLocked();

@@ -29,18 +29,4 @@ int RankIn(const EpochPlan& plan, const std::string& worker_id) {
   return -1;
 }
 
-const char* PlanPhaseName(PlanPhase phase) {
-  switch (phase) {
-    case PlanPhase::kProposed:
-      return "PROPOSED";
-    case PlanPhase::kCommitted:
-      return "COMMITTED";
-    case PlanPhase::kAbandoned:
-      return "ABANDONED";
-    case PlanPhase::kStable:
-      return "STABLE";
-  }
-  return "PROPOSED";
-}
-
 }  // namespace zshard::server

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/plan/moves.h"
+
 namespace zshard::server {
 
 enum class MemberState { kJoining, kActive, kSpare, kDraining, kDead, kLeft };
@@ -54,24 +56,6 @@ struct Slot {
   std::map<std::string, std::string> labels;
 };
 
-// One range of optimizer state (master, m, v) a new owner needs, in param
-// space (see zshard.v1.Move).
-struct Move {
-  int from_rank = -1;  // sender's rank in the base epoch; -1: checkpoint
-  int to_rank = 0;     // receiver's rank in the new epoch
-  int buffer = 0;      // receiver's buffer, bucket and offset of `begin`
-  int bucket = 0;
-  int64_t offset = 0;
-  int64_t length = 0;          // end - begin
-  std::string from_worker_id;  // empty for a checkpoint source
-  std::string to_worker_id;
-  int param_index = 0;
-  int expert_rank = 0;
-  int64_t begin = 0;
-  int64_t end = 0;
-  std::string checkpoint_file;  // checkpoint source: file relative to dir
-};
-
 // A move set's totals (see zshard.v1.MoveSummary).
 struct MoveSummary {
   int moves = 0;
@@ -106,7 +90,7 @@ struct EpochPlan {
   // most MembershipOptions::max_listed_spares).
   std::vector<Slot> slots;
   int spares = 0;  // healthy members beyond the world, listed or not
-  std::vector<Move> moves;
+  std::vector<plan::Move> moves;  // in param space (see zshard.v1.Move)
   MoveSummary summary;
   RestoreRef restore;  // set: every range comes from this checkpoint
   std::string reason;
@@ -123,7 +107,6 @@ struct EpochPlan {
 int RankIn(const EpochPlan& plan, const std::string& worker_id);
 
 enum class PlanPhase { kProposed, kCommitted, kAbandoned, kStable };
-const char* PlanPhaseName(PlanPhase phase);
 
 // One message of the WatchPlan stream.
 struct PlanUpdate {

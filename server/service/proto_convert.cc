@@ -59,6 +59,23 @@ void ToProto(const Slot& slot, v1::Assignment* out) {
   out->mutable_labels()->insert(slot.labels.begin(), slot.labels.end());
 }
 
+void ToProto(const plan::Move& move, v1::Move* out) {
+  out->set_from_rank(move.source == plan::MoveSource::kMember ? move.source_rank
+                                                              : -1);
+  out->set_to_rank(move.dest_rank);
+  out->set_buffer(move.dest_buffer);
+  out->set_bucket(move.dest_bucket);
+  out->set_offset(move.dest_offset_in_bucket);
+  out->set_length(move.elements());
+  out->set_from_worker_id(move.source_member);
+  out->set_to_worker_id(move.dest_member);
+  out->set_param_index(move.param_index);
+  out->set_expert_rank(move.expert_rank);
+  out->set_begin(move.begin);
+  out->set_end(move.end);
+  out->set_checkpoint_file(move.checkpoint_file);
+}
+
 void ToProto(const PlanUpdate& update, v1::PlanUpdate* out) {
   const EpochPlan& p = update.plan;
   out->set_epoch(p.epoch);
@@ -73,22 +90,7 @@ void ToProto(const PlanUpdate& update, v1::PlanUpdate* out) {
   for (const Slot& s : p.slots) ToProto(s, out->add_assignments());
   out->set_resume_adam_step(p.resume_adam_step);
   out->mutable_moves()->Reserve(static_cast<int>(p.moves.size()));
-  for (const Move& m : p.moves) {
-    v1::Move* pm = out->add_moves();
-    pm->set_from_rank(m.from_rank);
-    pm->set_to_rank(m.to_rank);
-    pm->set_buffer(m.buffer);
-    pm->set_bucket(m.bucket);
-    pm->set_offset(m.offset);
-    pm->set_length(m.length);
-    pm->set_from_worker_id(m.from_worker_id);
-    pm->set_to_worker_id(m.to_worker_id);
-    pm->set_param_index(m.param_index);
-    pm->set_expert_rank(m.expert_rank);
-    pm->set_begin(m.begin);
-    pm->set_end(m.end);
-    pm->set_checkpoint_file(m.checkpoint_file);
-  }
+  for (const plan::Move& m : p.moves) ToProto(m, out->add_moves());
   const MoveSummary& s = p.summary;
   if (!p.moves.empty() || s.lower_bound_bytes > 0) {
     v1::MoveSummary* ps = out->mutable_move_summary();

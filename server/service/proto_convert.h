@@ -2,6 +2,7 @@
 // for the service adapters.
 #pragma once
 
+#include "common/plan/moves.h"
 #include "server/membership/membership.h"
 #include "server/membership/types.h"
 #include "zshard/v1/dashboard_service.pb.h"
@@ -14,6 +15,9 @@ v1::MemberState ToProto(MemberState state);
 v1::PlanPhase ToProto(PlanPhase phase);
 v1::Command ToProto(Command command);
 void ToProto(const Slot& slot, v1::Assignment* out);
+// The planner's move as the coordinator sends it: from_rank -1 for a
+// checkpoint source, length = end - begin.
+void ToProto(const plan::Move& move, v1::Move* out);
 void ToProto(const PlanUpdate& update, v1::PlanUpdate* out);
 void ToProto(const ClusterView& view, v1::GetClusterStatusResponse* out);
 DeviceInfo FromProto(const v1::DeviceInfo& device);

@@ -70,36 +70,40 @@ std::vector<Slot> SlotsFromJson(const std::string& text) {
   return slots;
 }
 
-std::string MovesJson(const std::vector<Move>& moves) {
+std::string MovesJson(const std::vector<plan::Move>& moves) {
   json a = json::array();
-  for (const Move& m : moves) {
-    a.push_back({m.from_rank, m.to_rank, m.buffer, m.bucket, m.offset, m.length,
-                 m.from_worker_id, m.to_worker_id, m.param_index, m.expert_rank,
+  for (const plan::Move& m : moves) {
+    const bool member = m.source == plan::MoveSource::kMember;
+    a.push_back({member ? m.source_rank : -1, m.dest_rank, m.dest_buffer,
+                 m.dest_bucket, m.dest_offset_in_bucket, m.elements(),
+                 m.source_member, m.dest_member, m.param_index, m.expert_rank,
                  m.begin, m.end, m.checkpoint_file});
   }
   return a.dump();
 }
 
-std::vector<Move> MovesFromJson(const std::string& text) {
+std::vector<plan::Move> MovesFromJson(const std::string& text) {
   json a = Parse(text);
-  std::vector<Move> moves;
+  std::vector<plan::Move> moves;
   if (!a.is_array()) return moves;
   moves.reserve(a.size());
   for (const json& j : a) {
     if (!j.is_array() || j.size() < 6) continue;
-    Move m;
-    m.from_rank = Get<int>(j, 0, -1);
-    m.to_rank = Get<int>(j, 1, 0);
-    m.buffer = Get<int>(j, 2, 0);
-    m.bucket = Get<int>(j, 3, 0);
-    m.offset = Get<int64_t>(j, 4, 0);
-    m.length = Get<int64_t>(j, 5, 0);
-    m.from_worker_id = Get<std::string>(j, 6, "");
-    m.to_worker_id = Get<std::string>(j, 7, "");
+    plan::Move m;
+    m.source_rank = Get<int>(j, 0, -1);
+    m.source = m.source_rank >= 0 ? plan::MoveSource::kMember
+                                  : plan::MoveSource::kCheckpoint;
+    m.dest_rank = Get<int>(j, 1, 0);
+    m.dest_buffer = Get<int>(j, 2, 0);
+    m.dest_bucket = Get<int>(j, 3, 0);
+    m.dest_offset_in_bucket = Get<int64_t>(j, 4, 0);
+    const int64_t length = Get<int64_t>(j, 5, 0);
+    m.source_member = Get<std::string>(j, 6, "");
+    m.dest_member = Get<std::string>(j, 7, "");
     m.param_index = Get<int>(j, 8, 0);
     m.expert_rank = Get<int>(j, 9, 0);
     m.begin = Get<int64_t>(j, 10, 0);
-    m.end = Get<int64_t>(j, 11, m.begin + m.length);
+    m.end = Get<int64_t>(j, 11, m.begin + length);
     m.checkpoint_file = Get<std::string>(j, 12, "");
     moves.push_back(std::move(m));
   }

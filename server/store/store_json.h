@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/plan/moves.h"
 #include "server/membership/checkpoint_types.h"
 #include "server/membership/types.h"
 
@@ -14,9 +15,11 @@ namespace zshard::server {
 std::string SlotsJson(const std::vector<Slot>& slots);
 std::vector<Slot> SlotsFromJson(const std::string& text);
 
-// A move is a JSON array; the 6-field form of older stores is read too.
-std::string MovesJson(const std::vector<Move>& moves);
-std::vector<Move> MovesFromJson(const std::string& text);
+// A move is a JSON array in zshard.v1.Move's field order (from_rank ...
+// checkpoint_file); the 6-field form of older stores is read too (its
+// length gives end). A from_rank of -1 reads as a checkpoint source.
+std::string MovesJson(const std::vector<plan::Move>& moves);
+std::vector<plan::Move> MovesFromJson(const std::string& text);
 
 // The EpochPlan fields without a column of their own (summary, restore,
 // resume Adam step, pending-step resolution, history times).

@@ -142,9 +142,9 @@ TEST(CheckpointRegistryTest, LostRangeRollsBackToTheNewestCheckpoint) {
   EXPECT_EQ(q.restore.dir, "/ckpt/step-10");
   EXPECT_EQ(q.summary.bytes_from_checkpoint, q.summary.bytes_moved);
   EXPECT_EQ(q.summary.bytes_moved, 12 * (1000 + 2100));
-  for (const Move& m : q.moves) {
-    EXPECT_EQ(m.from_rank, -1);
-    EXPECT_TRUE(m.from_worker_id.empty());
+  for (const plan::Move& m : q.moves) {
+    EXPECT_EQ(m.source_rank, -1);
+    EXPECT_TRUE(m.source_member.empty());
     EXPECT_EQ(m.checkpoint_file, m.begin < (m.param_index == 0 ? 500 : 1050)
                                      ? "rank-00000.zsc"
                                      : "rank-00001.zsc");

@@ -74,8 +74,8 @@ TEST(ReshardStoreTest, RestartRestoresStableEpochMovesCheckpointsHistory) {
   EXPECT_EQ(c.base_epoch, stable.epoch);
   ASSERT_EQ(c.moves.size(), committed.moves.size());
   for (size_t i = 0; i < c.moves.size(); ++i) {
-    EXPECT_EQ(c.moves[i].from_worker_id, committed.moves[i].from_worker_id);
-    EXPECT_EQ(c.moves[i].to_worker_id, committed.moves[i].to_worker_id);
+    EXPECT_EQ(c.moves[i].source_member, committed.moves[i].source_member);
+    EXPECT_EQ(c.moves[i].dest_member, committed.moves[i].dest_member);
     EXPECT_EQ(c.moves[i].begin, committed.moves[i].begin);
     EXPECT_EQ(c.moves[i].end, committed.moves[i].end);
     EXPECT_EQ(c.moves[i].param_index, committed.moves[i].param_index);
@@ -129,25 +129,24 @@ TEST(ReshardStoreTest, FailedJobStaysFailedAfterRestart) {
 }
 
 TEST(ReshardStoreTest, MovesJsonReadsOldAndNewForms) {
-  Move m;
-  m.from_rank = 1;
-  m.to_rank = 2;
-  m.length = 5;
-  m.from_worker_id = "w-a";
-  m.to_worker_id = "w-b";
+  plan::Move m;
+  m.source_rank = 1;
+  m.dest_rank = 2;
+  m.source_member = "w-a";
+  m.dest_member = "w-b";
   m.param_index = 3;
   m.begin = 10;
   m.end = 15;
   m.checkpoint_file = "f";
-  std::vector<Move> back = MovesFromJson(MovesJson({m}));
+  std::vector<plan::Move> back = MovesFromJson(MovesJson({m}));
   ASSERT_EQ(back.size(), 1u);
-  EXPECT_EQ(back[0].to_worker_id, "w-b");
+  EXPECT_EQ(back[0].dest_member, "w-b");
   EXPECT_EQ(back[0].end, 15);
   EXPECT_EQ(back[0].checkpoint_file, "f");
-  std::vector<Move> old = MovesFromJson("[[0,1,0,2,64,100]]");
+  std::vector<plan::Move> old = MovesFromJson("[[0,1,0,2,64,100]]");
   ASSERT_EQ(old.size(), 1u);
-  EXPECT_EQ(old[0].offset, 64);
-  EXPECT_EQ(old[0].length, 100);
+  EXPECT_EQ(old[0].dest_offset_in_bucket, 64);
+  EXPECT_EQ(old[0].elements(), 100);
   EXPECT_TRUE(MovesFromJson("not json").empty());
 }
 

@@ -86,14 +86,14 @@ TEST(ReshardTest, SpareTakeoverMovesOnlyTheLostRankFromTheOtherInstance) {
   EXPECT_EQ(p.summary.lower_bound_bytes, p.summary.bytes_moved);
   EXPECT_EQ(p.summary.moves, static_cast<int>(p.moves.size()));
   int64_t sum = 0;
-  for (const Move& m : p.moves) {
-    EXPECT_EQ(m.to_rank, 2);
-    EXPECT_EQ(m.to_worker_id, p.slots[2].worker_id);
-    EXPECT_EQ(m.from_rank, 0);  // shard 0 of instance 0
-    EXPECT_EQ(m.from_worker_id, stable.slots[0].worker_id);
-    EXPECT_EQ(m.length, m.end - m.begin);
+  for (const plan::Move& m : p.moves) {
+    EXPECT_EQ(m.dest_rank, 2);
+    EXPECT_EQ(m.dest_member, p.slots[2].worker_id);
+    EXPECT_EQ(m.source_rank, 0);  // shard 0 of instance 0
+    EXPECT_EQ(m.source_member, stable.slots[0].worker_id);
+    EXPECT_EQ(m.elements(), m.end - m.begin);
     EXPECT_TRUE(m.checkpoint_file.empty());
-    sum += m.length;
+    sum += m.elements();
   }
   EXPECT_EQ(sum, elements);
   std::vector<Event> moves = EventsOf(*h.m_, "moves");
@@ -215,7 +215,7 @@ TEST(ReshardTest, LeaveHandsOverThenLeaves) {
   EXPECT_EQ(p.world, 2);
   EXPECT_EQ(RankIn(p, w2.id), -1);
   int64_t from_w2 = 0;
-  for (const Move& m : p.moves) from_w2 += m.from_worker_id == w2.id;
+  for (const plan::Move& m : p.moves) from_w2 += m.source_member == w2.id;
   EXPECT_GT(from_w2, 0);
   EXPECT_EQ(p.summary.bytes_moved, p.summary.lower_bound_bytes);
   // The sender must ack PREPARED before the commit.

@@ -1,0 +1,36 @@
+// A job's checkpoints: reports, manifests and their counters.
+#include "server/membership/job_checkpoints.h"
+
+#include <utility>
+
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace zshard::server {
+
+absl::StatusOr<std::optional<CheckpointRecord>> JobCheckpoints::Add(
+    const CheckpointReport& report, const EpochPlan& epoch) {
+  CheckpointEpoch shape{epoch.epoch, epoch.world, epoch.instances,
+                        spec_->layout.expert_parallel};
+  ZSHARD_ASSIGN_OR_RETURN(std::optional<CheckpointRecord> done,
+                          registry_.Add(report, shape, spec_->model));
+  if (!done.has_value()) return done;
+  done->job = spec_->name;
+  done->committed_ms = WallTimeMs();
+  return done;
+}
+
+absl::Status JobCheckpoints::WriteManifest(
+    const CheckpointRecord& record) const {
+  if (!write_manifest_) return absl::OkStatus();
+  return write_manifest_(record);
+}
+
+void JobCheckpoints::Commit(CheckpointRecord record) {
+  ++count_;
+  last_step_ = record.step;
+  last_ms_ = record.committed_ms;
+  registry_.Commit(std::move(record));
+}
+
+}  // namespace zshard::server

@@ -1,0 +1,65 @@
+// The plan updates streamed to workers (WatchPlan): a bounded log of
+// numbered updates, the snapshot a new or lagging watcher gets, and the
+// waiters.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/membership/epoch_transition.h"
+#include "server/membership/types.h"
+
+namespace zshard::server {
+
+// Plan updates for a watcher: `updates` in order, and the sequence number
+// to wait after next time.
+struct WatchBatch {
+  // Shared and immutable: many watchers hold the same updates.
+  std::vector<std::shared_ptr<const PlanUpdate>> updates;
+  int64_t last_seq = 0;
+  bool shutdown = false;
+};
+
+// Thread-safe, with a lock of its own that writers take last, so that many
+// watchers never queue up in front of heartbeats. Publish and Snapshot
+// must not run concurrently with each other (the membership calls them
+// under its lock).
+class PlanUpdateLog {
+ public:
+  // Keeps the latest `capacity` updates (at least 1).
+  explicit PlanUpdateLog(int capacity) : capacity_(capacity) {}
+
+  // Appends `plan` in `phase` as the next update, makes `now`'s epochs the
+  // snapshot (see Snapshot) and wakes every waiter.
+  void Publish(PlanPhase phase, const EpochPlan& plan,
+               const EpochTransition& now);
+  // What a new watcher gets first, from `now`: the committed epoch (its
+  // moves until it is stable), then the proposal in flight or the last
+  // abandoned one; each numbered with the latest update's seq.
+  void Snapshot(const EpochTransition& now);
+
+  // Updates after `after_seq` (negative: a snapshot; so is falling behind
+  // the log). Blocks up to `timeout` when there are none; returns early
+  // with shutdown set after Shutdown().
+  WatchBatch Wait(int64_t after_seq, absl::Duration timeout);
+  // Wakes every waiter; later waits return at once.
+  void Shutdown();
+
+ private:
+  const int capacity_;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<std::shared_ptr<const PlanUpdate>> log_ ABSL_GUARDED_BY(mu_);
+  int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t seq_ ABSL_GUARDED_BY(mu_) = 0;  // the latest update's
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<const PlanUpdate> snap_committed_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const PlanUpdate> snap_pending_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace zshard::server
