@@ -10,11 +10,11 @@ if(TARGET zshard_proto AND TARGET zshard_grpc_common AND
     ${CMAKE_CURRENT_LIST_DIR}/session/coordinator_session.cc
     ${CMAKE_CURRENT_LIST_DIR}/session/coordinator_session_rpc.cc
     ${CMAKE_CURRENT_LIST_DIR}/session/health_server.cc
+    ${CMAKE_CURRENT_LIST_DIR}/session/telemetry_stream.cc
     ${CMAKE_CURRENT_LIST_DIR}/session/transition_handler.cc
     ${CMAKE_CURRENT_LIST_DIR}/session/worker_flags.cc
     ${CMAKE_CURRENT_LIST_DIR}/train/epoch_builder.cc
     ${CMAKE_CURRENT_LIST_DIR}/train/step_checkpoint.cc
-    ${CMAKE_CURRENT_LIST_DIR}/train/telemetry_stream.cc
     ${CMAKE_CURRENT_LIST_DIR}/train/train_workload.cc
     ${CMAKE_CURRENT_LIST_DIR}/train/train_workload_run.cc
     ${CMAKE_CURRENT_LIST_DIR}/workload/idle_workload.cc

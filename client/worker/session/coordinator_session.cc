@@ -188,7 +188,8 @@ absl::Status CoordinatorSession::Join() {
             [this](int64_t epoch) { OnEpochReady(epoch); });
         workload_->SetCheckpointReporter(
             [this](int64_t epoch, int64_t step, int64_t adam_step,
-                   const std::string& dir, const v1::CheckpointFile& file) {
+                   const std::string& dir,
+                   const checkpoint::RankFileInfo& file) {
               return ReportCheckpoint(epoch, step, adam_step, dir, file);
             });
       }

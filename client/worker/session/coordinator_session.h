@@ -17,8 +17,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "client/worker/session/coordinator_kv_store.h"
+#include "client/worker/session/telemetry_stream.h"
 #include "client/worker/session/transition_handler.h"
-#include "client/worker/train/telemetry_stream.h"
 #include "client/worker/train/train_workload.h"
 #include "client/worker/workload/stepping_workload.h"
 #include "grpcpp/channel.h"
@@ -123,7 +123,7 @@ class CoordinatorSession {
   void OnEpochReady(int64_t epoch);
   absl::Status ReportCheckpoint(int64_t epoch, int64_t step, int64_t adam_step,
                                 const std::string& dir,
-                                const v1::CheckpointFile& file);
+                                const checkpoint::RankFileInfo& file);
   // Calls Leave; returns the coordinator's handover answer (false when the
   // call failed).
   bool Leave(const std::string& reason);

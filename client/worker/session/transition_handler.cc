@@ -3,7 +3,10 @@
 
 #include "client/worker/session/transition_handler.h"
 
+#include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -17,6 +20,45 @@ const v1::Assignment* FindAssignment(const v1::PlanUpdate& update,
     if (a.worker_id() == worker_id) return &a;
   }
   return nullptr;
+}
+
+// The wire forms of a move and an assignment, converted once here so that
+// the workload, the mover and the engine see the planner's types only.
+plan::Assignment ToAssignment(const v1::Assignment& a) {
+  plan::Assignment out;
+  out.worker_id = a.worker_id();
+  out.name = a.name();
+  out.address = a.address();
+  out.rank = a.rank();
+  out.instance = a.instance();
+  out.shard_rank = a.shard_rank();
+  out.labels.insert(a.labels().begin(), a.labels().end());
+  return out;
+}
+
+// A checkpoint source (no sender) names its file through `fragment`, an
+// index into `files`, which lists each file once in order of first use.
+plan::Move ToMove(const v1::Move& m, std::vector<std::string>& files) {
+  plan::Move out;
+  out.source = m.from_worker_id().empty() ? plan::MoveSource::kCheckpoint
+                                          : plan::MoveSource::kMember;
+  out.source_member = m.from_worker_id();
+  out.source_rank = m.from_rank();
+  if (out.source == plan::MoveSource::kCheckpoint) {
+    auto it = std::find(files.begin(), files.end(), m.checkpoint_file());
+    out.fragment = static_cast<int>(it - files.begin());
+    if (it == files.end()) files.push_back(m.checkpoint_file());
+  }
+  out.dest_member = m.to_worker_id();
+  out.dest_rank = m.to_rank();
+  out.dest_buffer = m.buffer();
+  out.dest_bucket = m.bucket();
+  out.dest_offset_in_bucket = m.offset();
+  out.param_index = m.param_index();
+  out.expert_rank = m.expert_rank();
+  out.begin = m.begin();
+  out.end = m.end();
+  return out;
 }
 
 }  // namespace
@@ -142,14 +184,17 @@ EpochInfo TransitionHandler::MakeEpochInfo(const v1::PlanUpdate& update,
   }
   info.base_epoch = update.base_epoch();
   info.resume_adam_step = update.resume_adam_step();
-  info.moves.assign(update.moves().begin(), update.moves().end());
+  for (const v1::Move& m : update.moves()) {
+    info.moves.push_back(ToMove(m, info.checkpoint_files));
+  }
   info.restore = update.has_restore() && !update.restore().dir().empty();
   if (info.restore) info.restore_dir = update.restore().dir();
   info.finish_pending_step = update.finish_pending_step();
   info.commit_values.assign(update.commit_values().begin(),
                             update.commit_values().end());
-  info.assignments.assign(update.assignments().begin(),
-                          update.assignments().end());
+  for (const v1::Assignment& a : update.assignments()) {
+    info.assignments.push_back(ToAssignment(a));
+  }
   return info;
 }
 

@@ -16,8 +16,11 @@ namespace zshard::worker {
 namespace {
 
 bool Sends(const EpochInfo& epoch) {
-  for (const v1::Move& m : epoch.moves) {
-    if (m.from_worker_id() == epoch.worker_id) return true;
+  for (const plan::Move& m : epoch.moves) {
+    if (m.source == plan::MoveSource::kMember &&
+        m.source_member == epoch.worker_id) {
+      return true;
+    }
   }
   return false;
 }

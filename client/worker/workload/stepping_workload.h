@@ -11,8 +11,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "zshard/v1/types.pb.h"
-#include "zshard/v1/worker_service.pb.h"
+#include "client/worker/checkpoint/checkpoint_file.h"
+#include "common/plan/assignment.h"
+#include "common/plan/moves.h"
 
 namespace zshard::worker {
 
@@ -34,7 +35,12 @@ struct EpochInfo {
   // Adam updates applied by resume_step.
   int64_t resume_adam_step = 0;
   // The state to move before the epoch is ready, in the update's order.
-  std::vector<v1::Move> moves;
+  // Only the destination's buffer, bucket and offset are known (the
+  // source's are -1); a checkpoint source's fragment indexes
+  // checkpoint_files.
+  std::vector<plan::Move> moves;
+  // The files that checkpoint sources read, relative to restore_dir.
+  std::vector<std::string> checkpoint_files;
   // Set when every range comes from the checkpoint in restore_dir (a
   // rollback or a restore): no member uses state of its own.
   bool restore = false;
@@ -44,7 +50,7 @@ struct EpochInfo {
   bool finish_pending_step = false;
   std::vector<double> commit_values;
   // Every member's place in the epoch (ranks first, then listed spares).
-  std::vector<v1::Assignment> assignments;
+  std::vector<plan::Assignment> assignments;
 };
 
 // What a worker reports when it acks PREPARED.
@@ -74,7 +80,7 @@ class SteppingWorkload {
   // answer (failures are logged by the workload, never fatal).
   using CheckpointReporter = std::function<absl::Status(
       int64_t epoch, int64_t step, int64_t adam_step, const std::string& dir,
-      const v1::CheckpointFile& file)>;
+      const checkpoint::RankFileInfo& file)>;
 
   virtual ~SteppingWorkload() = default;
 

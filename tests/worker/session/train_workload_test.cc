@@ -90,7 +90,7 @@ class TrainWorkloadTest : public ::testing::Test {
     });
     workload->SetCheckpointReporter(
         [this](int64_t epoch, int64_t step, int64_t adam_step,
-               const std::string& dir, const v1::CheckpointFile& file) {
+               const std::string& dir, const checkpoint::RankFileInfo& file) {
           absl::MutexLock lock(&mu_);
           EXPECT_EQ(epoch, 1);
           EXPECT_EQ(adam_step, step);
@@ -137,8 +137,8 @@ class TrainWorkloadTest : public ::testing::Test {
   absl::Mutex mu_;
   std::vector<std::pair<int64_t, int64_t>> steps_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> ready_ ABSL_GUARDED_BY(mu_);
-  std::map<int64_t, std::pair<std::string, v1::CheckpointFile>> checkpoints_
-      ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, std::pair<std::string, checkpoint::RankFileInfo>>
+      checkpoints_ ABSL_GUARDED_BY(mu_);
 };
 
 TEST_F(TrainWorkloadTest, StepsOnceStableToTheEndAndDumpsMasters) {
@@ -251,7 +251,7 @@ TEST_F(TrainWorkloadTest, CheckpointsAreWrittenReportedAndRestorable) {
   job.checkpoint.dir = FreshDir("checkpoints");
   job.checkpoint.every_steps = 3;
   const std::string reference = Undisturbed(job, "checkpoint_reference");
-  std::pair<std::string, v1::CheckpointFile> at6;
+  std::pair<std::string, checkpoint::RankFileInfo> at6;
   {
     absl::MutexLock lock(&mu_);
     EXPECT_EQ(checkpoints_.size(), 2u);  // steps 3 and 6
@@ -259,7 +259,7 @@ TEST_F(TrainWorkloadTest, CheckpointsAreWrittenReportedAndRestorable) {
     at6 = checkpoints_[6];
   }
   EXPECT_EQ(at6.first, checkpoint::StepDir(job.checkpoint.dir, 6));
-  EXPECT_TRUE(std::filesystem::exists(at6.first + "/" + at6.second.path()));
+  EXPECT_TRUE(std::filesystem::exists(at6.first + "/" + at6.second.path));
 
   // A restore: a fresh worker loads every range from the step-6 files.
   job.checkpoint.every_steps = 0;
@@ -272,17 +272,17 @@ TEST_F(TrainWorkloadTest, CheckpointsAreWrittenReportedAndRestorable) {
   restore.restore_dir = at6.first;
   restore.resume_step = 6;
   restore.resume_adam_step = 6;
-  for (const v1::ParamRange& range : at6.second.ranges()) {
-    v1::Move move;
-    move.set_from_rank(-1);
-    move.set_to_rank(0);
-    move.set_to_worker_id("w0");
-    move.set_param_index(range.param_index());
-    move.set_expert_rank(range.expert_rank());
-    move.set_begin(range.begin());
-    move.set_end(range.end());
-    move.set_length(range.end() - range.begin());
-    move.set_checkpoint_file(at6.second.path());
+  restore.checkpoint_files = {at6.second.path};
+  for (const plan::CheckpointFragment& range : at6.second.ranges) {
+    plan::Move move;
+    move.source = plan::MoveSource::kCheckpoint;
+    move.fragment = 0;
+    move.dest_rank = 0;
+    move.dest_member = "w0";
+    move.param_index = range.param_index;
+    move.expert_rank = range.expert_rank;
+    move.begin = range.begin;
+    move.end = range.end;
     restore.moves.push_back(move);
   }
   Start(*workload, restore);

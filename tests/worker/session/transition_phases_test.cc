@@ -103,6 +103,67 @@ TEST_F(TransitionPhasesTest, PreparedAckCarriesTheWorkloadState) {
   EXPECT_EQ(workload_.proposed[0], (std::pair<int64_t, int64_t>{1, 0}));
 }
 
+TEST_F(TransitionPhasesTest, CommitConvertsMovesAndAssignmentsOnce) {
+  v1::PlanUpdate commit =
+      Update(4, v1::PLAN_PHASE_COMMITTED, 3, {{"w0", 0}, {"w1", 1}});
+  (*commit.mutable_assignments(1)->mutable_labels())["node"] = "n1";
+  commit.mutable_assignments(1)->set_address("10.0.0.2:7000");
+  v1::Move* sent = commit.add_moves();
+  sent->set_from_rank(0);
+  sent->set_to_rank(1);
+  sent->set_buffer(1);
+  sent->set_bucket(2);
+  sent->set_offset(30);
+  sent->set_from_worker_id("w0");
+  sent->set_to_worker_id("w1");
+  sent->set_param_index(2);
+  sent->set_expert_rank(1);
+  sent->set_begin(10);
+  sent->set_end(20);
+  // Three checkpoint reads from two files: each file is listed once.
+  for (const char* file :
+       {"rank-00001.zsc", "rank-00000.zsc", "rank-00001.zsc"}) {
+    v1::Move* read = commit.add_moves();
+    read->set_from_rank(-1);
+    read->set_to_worker_id("w1");
+    read->set_checkpoint_file(file);
+  }
+  handler_.Apply(commit);
+  ASSERT_EQ(workload_.committed.size(), 1u);
+  const EpochInfo& info = workload_.committed[0];
+  ASSERT_EQ(info.moves.size(), 4u);
+  const plan::Move& m = info.moves[0];
+  EXPECT_EQ(m.source, plan::MoveSource::kMember);
+  EXPECT_EQ(m.source_member, "w0");
+  EXPECT_EQ(m.source_rank, 0);
+  EXPECT_EQ(m.fragment, -1);
+  EXPECT_EQ(m.dest_member, "w1");
+  EXPECT_EQ(m.dest_rank, 1);
+  EXPECT_EQ(m.dest_buffer, 1);
+  EXPECT_EQ(m.dest_bucket, 2);
+  EXPECT_EQ(m.dest_offset_in_bucket, 30);
+  EXPECT_EQ(m.param_index, 2);
+  EXPECT_EQ(m.expert_rank, 1);
+  EXPECT_EQ(m.begin, 10);
+  EXPECT_EQ(m.end, 20);
+  EXPECT_EQ(info.checkpoint_files,
+            (std::vector<std::string>{"rank-00001.zsc", "rank-00000.zsc"}));
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_EQ(info.moves[i].source, plan::MoveSource::kCheckpoint);
+    EXPECT_EQ(info.moves[i].source_rank, -1);
+  }
+  EXPECT_EQ(info.moves[1].fragment, 0);
+  EXPECT_EQ(info.moves[2].fragment, 1);
+  EXPECT_EQ(info.moves[3].fragment, 0);
+  ASSERT_EQ(info.assignments.size(), 2u);
+  EXPECT_EQ(info.assignments[1].worker_id, "w1");
+  EXPECT_EQ(info.assignments[1].address, "10.0.0.2:7000");
+  EXPECT_EQ(info.assignments[1].rank, 1);
+  EXPECT_EQ(info.assignments[1].instance, 0);
+  EXPECT_EQ(info.assignments[1].shard_rank, 1);
+  EXPECT_EQ(info.assignments[1].labels.at("node"), "n1");
+}
+
 TEST_F(TransitionPhasesTest, BaseRankHolderOutsideTheNewEpochPrepares) {
   MakeStable(1, 1);
   // Epoch 2 leaves w1 out; it holds rank 1 of the base: a source of moves.
@@ -152,7 +213,7 @@ TEST_F(TransitionPhasesTest, CommitHandsTheWholeEpochOverAndAcksWhenReady) {
   EXPECT_TRUE(info.restore);
   EXPECT_EQ(info.restore_dir, "/ckpt/step-00000030");
   ASSERT_EQ(info.moves.size(), 1u);
-  EXPECT_EQ(info.moves[0].param_index(), 2);
+  EXPECT_EQ(info.moves[0].param_index, 2);
   EXPECT_EQ(info.assignments.size(), 2u);
   EXPECT_EQ(workload_.activations, 0);  // steps only once stable
 
