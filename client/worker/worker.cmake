@@ -15,6 +15,7 @@ if(TARGET zshard_proto AND TARGET zshard_grpc_common AND
     ${CMAKE_CURRENT_LIST_DIR}/session/worker_flags.cc
     ${CMAKE_CURRENT_LIST_DIR}/train/epoch_builder.cc
     ${CMAKE_CURRENT_LIST_DIR}/train/step_checkpoint.cc
+    ${CMAKE_CURRENT_LIST_DIR}/train/train_states.cc
     ${CMAKE_CURRENT_LIST_DIR}/train/train_workload.cc
     ${CMAKE_CURRENT_LIST_DIR}/train/train_workload_run.cc
     ${CMAKE_CURRENT_LIST_DIR}/workload/idle_workload.cc

@@ -63,6 +63,42 @@ plan::Move ToMove(const v1::Move& m, std::vector<std::string>& files) {
 
 }  // namespace
 
+const char* EpochPhaseName(EpochPhase phase) {
+  switch (phase) {
+    case EpochPhase::kPreparing:
+      return "preparing";
+    case EpochPhase::kReady:
+      return "ready";
+    case EpochPhase::kStableUnready:
+      return "stable_unready";
+    case EpochPhase::kStable:
+      return "stable";
+  }
+  return "unknown";
+}
+
+const StateTable<EpochPhase>& EpochPhaseTable() {
+  using P = EpochPhase;
+  static const StateTable<P>* const table = new StateTable<P>(
+      "epoch phase", &EpochPhaseName,
+      {
+          // The workload is ready.
+          {P::kPreparing, P::kReady},
+          {P::kStableUnready, P::kStable},
+          // STABLE (or a proposal that implies it).
+          {P::kReady, P::kStable},
+          // STABLE reaches a worker without a rank still preparing.
+          {P::kPreparing, P::kStableUnready},
+          // A later epoch is committed, or is stable before this worker
+          // saw it committed.
+          {P::kReady, P::kPreparing},
+          {P::kStableUnready, P::kPreparing},
+          {P::kStable, P::kPreparing},
+          {P::kPreparing, P::kStable},
+      });
+  return *table;
+}
+
 TransitionHandler::TransitionHandler(std::string worker_id,
                                      SteppingWorkload* workload)
     : worker_id_(std::move(worker_id)), workload_(workload) {}
@@ -76,6 +112,14 @@ int64_t TransitionHandler::stable_epoch() const {
 }
 
 int TransitionHandler::stable_rank() const { return seen_stable_rank_.load(); }
+
+void TransitionHandler::SetPhaseLocked(EpochPhase to) {
+  EpochPhaseTable().Advance(phase_, to);
+}
+
+bool TransitionHandler::ReadyLocked() const {
+  return phase_ == EpochPhase::kReady || phase_ == EpochPhase::kStable;
+}
 
 void TransitionHandler::PublishLocked() {
   seen_epoch_.store(committed_epoch_);
@@ -104,7 +148,7 @@ std::optional<TransitionAck> TransitionHandler::Apply(
       const int64_t epoch = update.epoch();
       if (epoch <= committed_epoch_) return std::nullopt;
       pending_epoch_ = 0;
-      if (rank_ >= 0 && ready_epoch_ == committed_epoch_) {
+      if (rank_ >= 0 && ReadyLocked()) {
         workload_->Activate(workload_->step());
       }
       ZSHARD_LOG_INFO("epoch abandoned", {{"epoch", absl::StrCat(epoch)},
@@ -122,10 +166,11 @@ std::optional<TransitionAck> TransitionHandler::Proposed(
   if (epoch <= committed_epoch_) return std::nullopt;
   const int64_t base = update.base_epoch();
   if (base > 0 && base == committed_epoch_ && stable_epoch_ < base &&
-      ready_epoch_ == base) {
+      ReadyLocked()) {
     // The base epoch became stable while this worker missed the update: a
     // peer may already step in it. Apply it first, so that this rank meets
     // that peer at the common stop step instead of leaving it blocked.
+    SetPhaseLocked(EpochPhase::kStable);
     stable_epoch_ = base;
     stable_rank_ = rank_;
     ZSHARD_LOG_INFO(
@@ -215,7 +260,7 @@ std::optional<TransitionAck> TransitionHandler::Committed(
     // prepared or is done; never prepare it twice. Keep our own step, but
     // resume if a later proposal stopped us and was lost.
     pending_epoch_ = 0;
-    if (ready_epoch_ != epoch) return std::nullopt;
+    if (!ReadyLocked()) return std::nullopt;
     if (rank_ >= 0 && !workload_->active()) {
       workload_->Activate(workload_->step());
     }
@@ -228,7 +273,7 @@ std::optional<TransitionAck> TransitionHandler::Committed(
   listed_ = mine != nullptr;
   resume_step_ = update.resume_step();
   pending_epoch_ = 0;
-  ready_epoch_ = 0;
+  SetPhaseLocked(EpochPhase::kPreparing);
   ZSHARD_LOG_INFO(
       "epoch committed",
       {{"epoch", absl::StrCat(epoch)},
@@ -241,7 +286,7 @@ std::optional<TransitionAck> TransitionHandler::Committed(
   const EpochStart start =
       workload_->OnEpochCommitted(MakeEpochInfo(update, mine));
   if (start == EpochStart::kPending) return std::nullopt;
-  ready_epoch_ = epoch;
+  SetPhaseLocked(EpochPhase::kReady);
   if (rank >= 0) {
     workload_->Activate(update.resume_step());
   } else {
@@ -261,7 +306,7 @@ void TransitionHandler::Stable(const v1::PlanUpdate& update) {
     committed_epoch_ = epoch;
     rank_ = -1;
     listed_ = false;
-    ready_epoch_ = epoch;
+    SetPhaseLocked(EpochPhase::kStable);
     stable_epoch_ = epoch;
     stable_rank_ = -1;
     if (pending_epoch_ <= epoch) pending_epoch_ = 0;
@@ -271,12 +316,14 @@ void TransitionHandler::Stable(const v1::PlanUpdate& update) {
     return;
   }
   if (epoch < committed_epoch_) return;  // a later epoch is committed
-  if (ready_epoch_ != epoch) {
+  if (!ReadyLocked()) {
     // Every rank acked ACTIVE, this worker included when it has a rank: a
     // worker that is still preparing it only sent state.
     if (rank_ >= 0) return;
   }
   if (stable_epoch_ != epoch) {
+    SetPhaseLocked(ReadyLocked() ? EpochPhase::kStable
+                                 : EpochPhase::kStableUnready);
     stable_epoch_ = epoch;
     stable_rank_ = rank_;
     ZSHARD_LOG_INFO("epoch stable", {{"epoch", absl::StrCat(epoch)},
@@ -298,7 +345,11 @@ void TransitionHandler::Stable(const v1::PlanUpdate& update) {
 std::optional<TransitionAck> TransitionHandler::EpochReady(int64_t epoch) {
   absl::MutexLock lock(&mu_);
   if (epoch != committed_epoch_ || pending_epoch_ > epoch) return std::nullopt;
-  ready_epoch_ = epoch;
+  if (phase_ == EpochPhase::kPreparing) {
+    SetPhaseLocked(EpochPhase::kReady);
+  } else if (phase_ == EpochPhase::kStableUnready) {
+    SetPhaseLocked(EpochPhase::kStable);
+  }
   ZSHARD_LOG_INFO("epoch ready", {{"epoch", absl::StrCat(epoch)},
                                   {"rank", absl::StrCat(rank_)}});
   if (!listed_) return std::nullopt;

@@ -14,6 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "client/worker/workload/state_table.h"
 #include "client/worker/workload/stepping_workload.h"
 #include "zshard/v1/types.pb.h"
 #include "zshard/v1/worker_service.pb.h"
@@ -31,6 +32,19 @@ struct TransitionAck {
   bool commit_pending = false;
   std::vector<double> commit_values;
 };
+
+// Where the committed epoch this worker applied stands.
+enum class EpochPhase {
+  kPreparing,      // handed to the workload, which prepares it
+  kReady,          // the workload is ready (ACTIVE acked); not yet stable
+  kStableUnready,  // stable while this worker, holding no rank in it,
+                   // still prepares (it only sent state)
+  kStable,         // stable and ready (also the state before any epoch)
+};
+
+const char* EpochPhaseName(EpochPhase phase);
+// The allowed changes of EpochPhase.
+const StateTable<EpochPhase>& EpochPhaseTable();
 
 // Applies plan updates in order. Every update may be delivered more than
 // once (the watch stream replays the current state on reconnect, and a
@@ -79,6 +93,9 @@ class TransitionHandler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Copies the observed fields for the lock-free observers.
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetPhaseLocked(EpochPhase to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The workload said the committed epoch is ready (kReady, kStable).
+  bool ReadyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string worker_id_;
   SteppingWorkload* const workload_;
@@ -88,8 +105,11 @@ class TransitionHandler {
   // This worker is listed in the committed epoch (a rank or a spare).
   bool listed_ ABSL_GUARDED_BY(mu_) = false;
   int64_t resume_step_ ABSL_GUARDED_BY(mu_) = 0;
-  // The committed epoch the workload said is ready (0: none).
-  int64_t ready_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // The committed epoch's life cycle: kStable or kStableUnready exactly
+  // when stable_epoch_ == committed_epoch_.
+  EpochPhase phase_ ABSL_GUARDED_BY(mu_) = EpochPhase::kStable;
+  // The last stable epoch (0: none yet) and this worker's rank in it; a
+  // later epoch's commit keeps them (the state held until it is stable).
   int64_t stable_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   int stable_rank_ ABSL_GUARDED_BY(mu_) = -1;
   // The proposed epoch this worker prepared for (0: none).

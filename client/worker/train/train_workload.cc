@@ -39,17 +39,52 @@ TrainWorkload::TrainWorkload(const Options& options, job::JobSpec job,
 TrainWorkload::~TrainWorkload() {
   {
     absl::MutexLock lock(&mu_);
-    stopping_ = true;
     CancelTransitionLocked();
+    SetActivityLocked(TrainActivity::kShutdown);
     if (base_ != nullptr && base_->engine != nullptr) base_->engine->Abort();
     if (next_ != nullptr && next_->engine != nullptr) next_->engine->Abort();
   }
   thread_.join();
 }
 
+void TrainWorkload::SetActivityLocked(TrainActivity to) {
+  TrainActivityTable().Advance(activity_, to);
+}
+
+void TrainWorkload::SetSteppingLocked(TrainStepping to) {
+  TrainSteppingTable().Advance(stepping_, to);
+}
+
+bool TrainWorkload::ActiveLocked() const {
+  return stepping_ == TrainStepping::kActive ||
+         stepping_ == TrainStepping::kStopping;
+}
+
+bool TrainWorkload::BusyLocked() const {
+  return activity_ == TrainActivity::kStepping ||
+         activity_ == TrainActivity::kPreparing ||
+         activity_ == TrainActivity::kCancelling;
+}
+
+bool TrainWorkload::CancelledLocked() const {
+  return activity_ == TrainActivity::kCancelling ||
+         activity_ == TrainActivity::kShutdown;
+}
+
+void TrainWorkload::DeactivateLocked() {
+  if (stepping_ == TrainStepping::kActive) {
+    SetSteppingLocked(TrainStepping::kInactive);
+  } else if (stepping_ == TrainStepping::kStopping) {
+    SetSteppingLocked(TrainStepping::kPausing);
+  }
+}
+
 void TrainWorkload::CancelTransitionLocked() {
-  if (!transitioning_) return;
-  transition_cancelled_ = true;
+  if (activity_ != TrainActivity::kPreparing &&
+      activity_ != TrainActivity::kCancelling) {
+    return;
+  }
+  SetActivityLocked(TrainActivity::kCancelling);
   transition_abort_.store(true);
   if (mover_ != nullptr) mover_->Abort();
   if (creating_ != nullptr) creating_->Abort();
@@ -66,14 +101,14 @@ void TrainWorkload::SetCheckpointReporter(CheckpointReporter report) {
 }
 
 bool TrainWorkload::CanStepLocked() const {
-  return active_ && failure_.ok() && !done_ && base_ != nullptr &&
+  return ActiveLocked() && failure_.ok() && base_ != nullptr &&
          base_->engine != nullptr && !base_->broken && next_ == nullptr &&
          !commit_request_.has_value() && stable_request_ == 0;
 }
 
 bool TrainWorkload::HasWorkLocked() const {
-  return stopping_ || commit_request_.has_value() || stable_request_ > 0 ||
-         CanStepLocked();
+  return activity_ == TrainActivity::kShutdown || commit_request_.has_value() ||
+         stable_request_ > 0 || CanStepLocked();
 }
 
 void TrainWorkload::OnProposed(int64_t epoch, int64_t base_epoch) {
@@ -121,8 +156,9 @@ void TrainWorkload::OnEpochStable(int64_t epoch) {
 void TrainWorkload::Activate(int64_t step) {
   absl::MutexLock lock(&mu_);
   if (base_ == nullptr && next_ == nullptr) step_ = step;
-  active_ = true;
-  stop_requested_ = false;
+  if (stepping_ != TrainStepping::kDone) {
+    SetSteppingLocked(TrainStepping::kActive);
+  }
 }
 
 int64_t TrainWorkload::Pause() {
@@ -133,13 +169,18 @@ int64_t TrainWorkload::Pause() {
   // A stepping rank runs until the step that carries the stop flag (its own
   // or a peer's) ends; anything else stops at once. A stable epoch still
   // queued is applied first (it may start stepping: the flag stops it).
-  stop_requested_ = true;
+  if (stepping_ == TrainStepping::kActive) {
+    SetSteppingLocked(TrainStepping::kStopping);
+  } else if (stepping_ == TrainStepping::kInactive) {
+    SetSteppingLocked(TrainStepping::kPausing);
+  }
   auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !busy_ && stable_request_ == 0 && !CanStepLocked();
+    return !BusyLocked() && stable_request_ == 0 && !CanStepLocked();
   };
   mu_.Await(absl::Condition(&stopped));
-  active_ = false;
-  stop_requested_ = false;
+  if (stepping_ != TrainStepping::kDone) {
+    SetSteppingLocked(TrainStepping::kInactive);
+  }
   return step_;
 }
 
@@ -155,8 +196,8 @@ PreparedState TrainWorkload::prepared_state() const {
 
 void TrainWorkload::Abort() {
   absl::MutexLock lock(&mu_);
-  if (done_) return;
-  bool aborted = transitioning_ && !transition_cancelled_;
+  if (stepping_ == TrainStepping::kDone) return;
+  bool aborted = activity_ == TrainActivity::kPreparing;
   CancelTransitionLocked();
   for (HeldEngine* held : {base_.get(), next_.get()}) {
     if (held == nullptr || held->engine == nullptr || held->broken) continue;
@@ -178,12 +219,12 @@ int64_t TrainWorkload::step() const {
 
 bool TrainWorkload::active() const {
   absl::MutexLock lock(&mu_);
-  return active_;
+  return ActiveLocked();
 }
 
 bool TrainWorkload::done() const {
   absl::MutexLock lock(&mu_);
-  return done_;
+  return stepping_ == TrainStepping::kDone;
 }
 
 absl::Status TrainWorkload::failure() const {
@@ -231,7 +272,14 @@ std::vector<std::unique_ptr<HeldEngine>> TrainWorkload::ApplyStableLocked(
     step_ = base_->engine->step();
     adam_step_ = base_->engine->adam_step();
     commit_pending_ = false;
-    if (!base_->broken) active_ = true;
+    if (!base_->broken) {
+      // Stepping starts (up to the stop when a Pause waits).
+      if (stepping_ == TrainStepping::kInactive) {
+        SetSteppingLocked(TrainStepping::kActive);
+      } else if (stepping_ == TrainStepping::kPausing) {
+        SetSteppingLocked(TrainStepping::kStopping);
+      }
+    }
     LogEngineMemory("memory", step_, base_->engine->buffers().memory());
   }
   return garbage;
@@ -246,22 +294,20 @@ void TrainWorkload::Loop() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(this, &TrainWorkload::HasWorkLocked));
-      if (stopping_) return;
+      if (activity_ == TrainActivity::kShutdown) return;
       if (commit_request_.has_value()) {
         commit = std::move(commit_request_);
         commit_request_.reset();
-        transition_cancelled_ = false;
         transition_abort_.store(false);
-        transitioning_ = true;
-        busy_ = true;
+        SetActivityLocked(TrainActivity::kPreparing);
       } else if (stable_request_ > 0) {
         const int64_t epoch = stable_request_;
         stable_request_ = 0;
         garbage = ApplyStableLocked(epoch);
       } else {
         stepping = base_.get();
-        stop = stop_requested_;
-        busy_ = true;
+        stop = stepping_ == TrainStepping::kStopping;
+        SetActivityLocked(TrainActivity::kStepping);
       }
     }
     garbage.clear();  // outside the lock: engines close their connections
@@ -270,8 +316,9 @@ void TrainWorkload::Loop() {
       EpochReadyCallback callback;
       {
         absl::MutexLock lock(&mu_);
-        busy_ = false;
-        transitioning_ = false;
+        if (activity_ != TrainActivity::kShutdown) {
+          SetActivityLocked(TrainActivity::kIdle);
+        }
         callback = ready_;
       }
       if (ready > 0 && callback) callback(ready);
@@ -280,11 +327,15 @@ void TrainWorkload::Loop() {
     if (stepping != nullptr) {
       RunStep(stepping, stop);
       absl::MutexLock lock(&mu_);
-      busy_ = false;
+      if (activity_ != TrainActivity::kShutdown) {
+        SetActivityLocked(TrainActivity::kIdle);
+      }
       const int64_t delay_ms = job_.workload.step_delay_ms;
-      if (delay_ms > 0 && CanStepLocked() && !stop_requested_) {
+      if (delay_ms > 0 && CanStepLocked() &&
+          stepping_ == TrainStepping::kActive) {
         auto interrupted = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return stopping_ || !active_ || stop_requested_ ||
+          return activity_ == TrainActivity::kShutdown ||
+                 stepping_ != TrainStepping::kActive ||
                  commit_request_.has_value() || stable_request_ > 0;
         };
         mu_.AwaitWithTimeout(absl::Condition(&interrupted),
