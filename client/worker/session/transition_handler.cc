@@ -23,7 +23,7 @@ const v1::Assignment* FindAssignment(const v1::PlanUpdate& update,
 }
 
 // The wire forms of a move and an assignment, converted once here so that
-// the workload, the mover and the engine see the planner's types only.
+// the runner, the mover and the engine see the planner's types only.
 plan::Assignment ToAssignment(const v1::Assignment& a) {
   plan::Assignment out;
   out.worker_id = a.worker_id();
@@ -82,7 +82,7 @@ const StateTable<EpochPhase>& EpochPhaseTable() {
   static const StateTable<P>* const table = new StateTable<P>(
       "epoch phase", &EpochPhaseName,
       {
-          // The workload is ready.
+          // The runner is ready.
           {P::kPreparing, P::kReady},
           {P::kStableUnready, P::kStable},
           // STABLE (or a proposal that implies it).
@@ -99,9 +99,8 @@ const StateTable<EpochPhase>& EpochPhaseTable() {
   return *table;
 }
 
-TransitionHandler::TransitionHandler(std::string worker_id,
-                                     SteppingWorkload* workload)
-    : worker_id_(std::move(worker_id)), workload_(workload) {}
+TransitionHandler::TransitionHandler(std::string worker_id, Runner* runner)
+    : worker_id_(std::move(worker_id)), runner_(runner) {}
 
 int64_t TransitionHandler::epoch() const { return seen_epoch_.load(); }
 
@@ -149,7 +148,7 @@ std::optional<TransitionAck> TransitionHandler::Apply(
       if (epoch <= committed_epoch_) return std::nullopt;
       pending_epoch_ = 0;
       if (rank_ >= 0 && ReadyLocked()) {
-        workload_->Activate(workload_->step());
+        runner_->Activate(runner_->step());
       }
       ZSHARD_LOG_INFO("epoch abandoned", {{"epoch", absl::StrCat(epoch)},
                                           {"reason", update.reason()}});
@@ -176,20 +175,20 @@ std::optional<TransitionAck> TransitionHandler::Proposed(
     ZSHARD_LOG_INFO(
         "epoch stable (implied by the proposal)",
         {{"epoch", absl::StrCat(base)}, {"rank", absl::StrCat(rank_)}});
-    workload_->OnEpochStable(base);
+    runner_->OnEpochStable(base);
     PublishLocked();
   }
   // Members and non-members alike stop: nobody steps into an epoch that is
   // not committed, and a worker left out of it must not go on alone.
-  workload_->Pause();
-  workload_->OnProposed(epoch, update.base_epoch());
+  runner_->Pause();
+  runner_->OnProposed(epoch, update.base_epoch());
   // A worker that holds a rank in the base epoch is a source of moves even
   // when the new epoch leaves it out.
   const bool holds_base =
       base > 0 && ((base == stable_epoch_ && stable_rank_ >= 0) ||
                    (base == committed_epoch_ && rank_ >= 0));
   if (mine == nullptr && !holds_base) return std::nullopt;
-  const PreparedState state = workload_->prepared_state();
+  const PreparedState state = runner_->prepared_state();
   if (pending_epoch_ != epoch) {
     ZSHARD_LOG_INFO(
         "prepared for epoch",
@@ -261,11 +260,11 @@ std::optional<TransitionAck> TransitionHandler::Committed(
     // resume if a later proposal stopped us and was lost.
     pending_epoch_ = 0;
     if (!ReadyLocked()) return std::nullopt;
-    if (rank_ >= 0 && !workload_->active()) {
-      workload_->Activate(workload_->step());
+    if (rank_ >= 0 && !runner_->active()) {
+      runner_->Activate(runner_->step());
     }
     if (!listed_) return std::nullopt;
-    return ActiveAck(workload_->step());
+    return ActiveAck(runner_->step());
   }
   const int rank = mine != nullptr ? mine->rank() : -1;
   committed_epoch_ = epoch;
@@ -284,16 +283,16 @@ std::optional<TransitionAck> TransitionHandler::Committed(
        {"moves", absl::StrCat(update.moves_size())},
        {"restore", update.has_restore() ? update.restore().dir() : ""}});
   const EpochStart start =
-      workload_->OnEpochCommitted(MakeEpochInfo(update, mine));
+      runner_->OnEpochCommitted(MakeEpochInfo(update, mine));
   if (start == EpochStart::kPending) return std::nullopt;
   SetPhaseLocked(EpochPhase::kReady);
   if (rank >= 0) {
-    workload_->Activate(update.resume_step());
+    runner_->Activate(update.resume_step());
   } else {
-    workload_->Pause();
+    runner_->Pause();
   }
   if (!listed_) return std::nullopt;
-  return ActiveAck(workload_->step());
+  return ActiveAck(runner_->step());
 }
 
 void TransitionHandler::Stable(const v1::PlanUpdate& update) {
@@ -312,7 +311,7 @@ void TransitionHandler::Stable(const v1::PlanUpdate& update) {
     if (pending_epoch_ <= epoch) pending_epoch_ = 0;
     SetLogContext("epoch", absl::StrCat(epoch));
     ClearLogContext("rank");
-    workload_->OnEpochStable(epoch);
+    runner_->OnEpochStable(epoch);
     return;
   }
   if (epoch < committed_epoch_) return;  // a later epoch is committed
@@ -335,10 +334,10 @@ void TransitionHandler::Stable(const v1::PlanUpdate& update) {
     } else {
       ClearLogContext("rank");
     }
-    workload_->OnEpochStable(epoch);
+    runner_->OnEpochStable(epoch);
   }
-  if (rank_ >= 0 && pending_epoch_ == 0 && !workload_->active()) {
-    workload_->Activate(workload_->step());
+  if (rank_ >= 0 && pending_epoch_ == 0 && !runner_->active()) {
+    runner_->Activate(runner_->step());
   }
 }
 

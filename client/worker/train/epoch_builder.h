@@ -16,7 +16,7 @@
 #include "client/worker/engine/step_engine.h"
 #include "client/worker/engine/workload.h"
 #include "client/worker/reshard/state_mover.h"
-#include "client/worker/workload/stepping_workload.h"
+#include "client/worker/runner/runner.h"
 #include "common/job/job_spec.h"
 
 namespace zshard::worker {

@@ -16,10 +16,10 @@ bool IsCheckpointStep(const job::CheckpointSpec& spec, int instance,
          step > 0 && step % spec.every_steps == 0;
 }
 
-absl::Status WriteStepCheckpoint(
-    const job::CheckpointSpec& spec, const EpochInfo& epoch,
-    const engine::StepEngine& engine,
-    const SteppingWorkload::CheckpointReporter& report) {
+absl::Status WriteStepCheckpoint(const job::CheckpointSpec& spec,
+                                 const EpochInfo& epoch,
+                                 const engine::StepEngine& engine,
+                                 const Runner::CheckpointReporter& report) {
   const int64_t step = engine.step();
   const std::string dir = checkpoint::StepDir(spec.dir, step);
   absl::StatusOr<checkpoint::RankFileInfo> file = checkpoint::WriteRankFile(

@@ -1,4 +1,4 @@
-// The tables of TrainWorkload's two life cycles.
+// The tables of TrainRunner's two life cycles.
 
 #include "client/worker/train/train_states.h"
 

@@ -1,11 +1,11 @@
-// TrainWorkload's life cycle as two enums, each with its allowed
+// TrainRunner's life cycle as two enums, each with its allowed
 // transitions in one table: what its own thread does (TrainActivity) and
 // what the session allows it to do (TrainStepping). The two change on
 // different threads' requests and combine freely (a Pause waits while a
 // step runs), so each is one enum rather than one enum of their product.
 #pragma once
 
-#include "client/worker/workload/state_table.h"
+#include "client/worker/runner/state_table.h"
 
 namespace zshard::worker {
 

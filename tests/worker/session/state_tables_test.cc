@@ -1,13 +1,13 @@
 // Tests of the worker's life-cycle tables: every allowed and every refused
-// transition of TrainWorkload's activity and stepping and of the
+// transition of TrainRunner's activity and stepping and of the
 // transition handler's epoch phase, and what Advance does with each.
 
 #include <set>
 #include <utility>
 
+#include "client/worker/runner/state_table.h"
 #include "client/worker/session/transition_handler.h"
 #include "client/worker/train/train_states.h"
-#include "client/worker/workload/state_table.h"
 #include "gtest/gtest.h"
 
 namespace zshard::worker {

@@ -1,4 +1,4 @@
-// TrainWorkload on a one-rank world (no peers, no rendezvous): it builds
+// TrainRunner on a one-rank world (no peers, no rendezvous): it builds
 // its first epoch when committed and steps only once the epoch is stable,
 // to the job's end with a master dump; it refuses a plan hash it cannot
 // reproduce; it re-shards into a new epoch (state kept through the
@@ -6,7 +6,7 @@
 // an undisturbed run; it writes and reports checkpoints, and a restore from
 // one ends with the same masters too.
 
-#include "client/worker/train/train_workload.h"
+#include "client/worker/train/train_runner.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -68,16 +68,16 @@ EpochInfo OneRankEpoch(const job::JobSpec& job, int64_t epoch,
 }
 
 std::string FreshDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/train_workload_" + name;
+  const std::string dir = ::testing::TempDir() + "/train_runner_" + name;
   std::filesystem::remove_all(dir);
   return dir;
 }
 
-class TrainWorkloadTest : public ::testing::Test {
+class TrainRunnerTest : public ::testing::Test {
  protected:
-  std::unique_ptr<TrainWorkload> Make(const job::JobSpec& job,
-                                      const TrainWorkload::Options& options) {
-    auto workload = std::make_unique<TrainWorkload>(
+  std::unique_ptr<TrainRunner> Make(const job::JobSpec& job,
+                                    const TrainRunner::Options& options) {
+    auto workload = std::make_unique<TrainRunner>(
         options, job,
         [](int64_t) -> std::unique_ptr<comm::KvStore> { return nullptr; },
         [this](int64_t epoch, const engine::StepTelemetry& t) {
@@ -104,7 +104,7 @@ class TrainWorkloadTest : public ::testing::Test {
     return std::find(ready_.begin(), ready_.end(), epoch) != ready_.end();
   }
   // Commits `epoch` and waits until it is ready; then makes it stable.
-  void Start(TrainWorkload& workload, const EpochInfo& epoch) {
+  void Start(TrainRunner& workload, const EpochInfo& epoch) {
     ASSERT_EQ(workload.OnEpochCommitted(epoch), EpochStart::kPending);
     ASSERT_TRUE(WaitFor([&] { return Ready(epoch.epoch); }, kTimeoutMs, 1))
         << workload.failure();
@@ -117,7 +117,7 @@ class TrainWorkloadTest : public ::testing::Test {
   }
   // Runs `job` undisturbed and returns its dump directory.
   std::string Undisturbed(const job::JobSpec& job, const std::string& name) {
-    TrainWorkload::Options options;
+    TrainRunner::Options options;
     options.dump_master_dir = FreshDir(name);
     options.engine.adam_threads = 1;
     auto workload = Make(job, options);
@@ -141,9 +141,9 @@ class TrainWorkloadTest : public ::testing::Test {
       checkpoints_ ABSL_GUARDED_BY(mu_);
 };
 
-TEST_F(TrainWorkloadTest, StepsOnceStableToTheEndAndDumpsMasters) {
+TEST_F(TrainRunnerTest, StepsOnceStableToTheEndAndDumpsMasters) {
   const job::JobSpec job = SyntheticJob(5);
-  TrainWorkload::Options options;
+  TrainRunner::Options options;
   options.dump_master_dir = FreshDir("masters");
   options.engine.adam_threads = 1;
   auto workload = Make(job, options);
@@ -158,7 +158,7 @@ TEST_F(TrainWorkloadTest, StepsOnceStableToTheEndAndDumpsMasters) {
       std::filesystem::exists(options.dump_master_dir + "/index-0.json"));
 }
 
-TEST_F(TrainWorkloadTest, PlanHashMismatchFails) {
+TEST_F(TrainRunnerTest, PlanHashMismatchFails) {
   const job::JobSpec job = SyntheticJob(5);
   auto workload = Make(job, {});
   EpochInfo epoch = OneRankEpoch(job, 1, 0);
@@ -173,7 +173,7 @@ TEST_F(TrainWorkloadTest, PlanHashMismatchFails) {
   EXPECT_EQ(workload->step(), 0);
 }
 
-TEST_F(TrainWorkloadTest, NoRankAndNothingToSendIsReadyAtOnce) {
+TEST_F(TrainRunnerTest, NoRankAndNothingToSendIsReadyAtOnce) {
   const job::JobSpec job = SyntheticJob(5);
   auto workload = Make(job, {});
   EpochInfo epoch = OneRankEpoch(job, 1, 0);
@@ -182,7 +182,7 @@ TEST_F(TrainWorkloadTest, NoRankAndNothingToSendIsReadyAtOnce) {
   EXPECT_EQ(workload->Pause(), 0);
 }
 
-TEST_F(TrainWorkloadTest, ReshardedRunEndsWithTheUndisturbedMasters) {
+TEST_F(TrainRunnerTest, ReshardedRunEndsWithTheUndisturbedMasters) {
   const job::JobSpec job = SyntheticJob(8, /*step_delay_ms=*/20);
   const std::string reference = Undisturbed(job, "reference");
   {
@@ -190,7 +190,7 @@ TEST_F(TrainWorkloadTest, ReshardedRunEndsWithTheUndisturbedMasters) {
     steps_.clear();
   }
 
-  TrainWorkload::Options options;
+  TrainRunner::Options options;
   options.dump_master_dir = FreshDir("resharded");
   options.engine.adam_threads = 1;
   auto workload = Make(job, options);
@@ -223,7 +223,7 @@ TEST_F(TrainWorkloadTest, ReshardedRunEndsWithTheUndisturbedMasters) {
   ExpectSameMasters(job, reference, options.dump_master_dir);
 }
 
-TEST_F(TrainWorkloadTest, BrokenNextEpochIsDroppedAndTheBaseKept) {
+TEST_F(TrainRunnerTest, BrokenNextEpochIsDroppedAndTheBaseKept) {
   const job::JobSpec job = SyntheticJob(0, /*step_delay_ms=*/5);
   auto workload = Make(job, {});
   Start(*workload, OneRankEpoch(job, 1, 0));
@@ -246,7 +246,7 @@ TEST_F(TrainWorkloadTest, BrokenNextEpochIsDroppedAndTheBaseKept) {
       WaitFor([&] { return workload->step() > stopped; }, kTimeoutMs, 1));
 }
 
-TEST_F(TrainWorkloadTest, CheckpointsAreWrittenReportedAndRestorable) {
+TEST_F(TrainRunnerTest, CheckpointsAreWrittenReportedAndRestorable) {
   job::JobSpec job = SyntheticJob(8);
   job.checkpoint.dir = FreshDir("checkpoints");
   job.checkpoint.every_steps = 3;
@@ -263,7 +263,7 @@ TEST_F(TrainWorkloadTest, CheckpointsAreWrittenReportedAndRestorable) {
 
   // A restore: a fresh worker loads every range from the step-6 files.
   job.checkpoint.every_steps = 0;
-  TrainWorkload::Options options;
+  TrainRunner::Options options;
   options.dump_master_dir = FreshDir("restored");
   options.engine.adam_threads = 1;
   auto workload = Make(job, options);

@@ -1,7 +1,7 @@
-// TrainWorkload: the stepping thread, epoch preparation and the hand-over
+// TrainRunner: the stepping thread, epoch preparation and the hand-over
 // from the base epoch's engine to the next one.
 
-#include "client/worker/train/train_workload.h"
+#include "client/worker/train/train_runner.h"
 
 #include <map>
 #include <string>
@@ -27,8 +27,8 @@ bool Sends(const EpochInfo& epoch) {
 
 }  // namespace
 
-TrainWorkload::TrainWorkload(const Options& options, job::JobSpec job,
-                             StoreFactory new_store, TelemetrySink telemetry)
+TrainRunner::TrainRunner(const Options& options, job::JobSpec job,
+                         StoreFactory new_store, TelemetrySink telemetry)
     : options_(options),
       job_(std::move(job)),
       new_store_(std::move(new_store)),
@@ -36,7 +36,7 @@ TrainWorkload::TrainWorkload(const Options& options, job::JobSpec job,
   thread_ = std::thread([this] { Loop(); });
 }
 
-TrainWorkload::~TrainWorkload() {
+TrainRunner::~TrainRunner() {
   {
     absl::MutexLock lock(&mu_);
     CancelTransitionLocked();
@@ -47,31 +47,31 @@ TrainWorkload::~TrainWorkload() {
   thread_.join();
 }
 
-void TrainWorkload::SetActivityLocked(TrainActivity to) {
+void TrainRunner::SetActivityLocked(TrainActivity to) {
   TrainActivityTable().Advance(activity_, to);
 }
 
-void TrainWorkload::SetSteppingLocked(TrainStepping to) {
+void TrainRunner::SetSteppingLocked(TrainStepping to) {
   TrainSteppingTable().Advance(stepping_, to);
 }
 
-bool TrainWorkload::ActiveLocked() const {
+bool TrainRunner::ActiveLocked() const {
   return stepping_ == TrainStepping::kActive ||
          stepping_ == TrainStepping::kStopping;
 }
 
-bool TrainWorkload::BusyLocked() const {
+bool TrainRunner::BusyLocked() const {
   return activity_ == TrainActivity::kStepping ||
          activity_ == TrainActivity::kPreparing ||
          activity_ == TrainActivity::kCancelling;
 }
 
-bool TrainWorkload::CancelledLocked() const {
+bool TrainRunner::CancelledLocked() const {
   return activity_ == TrainActivity::kCancelling ||
          activity_ == TrainActivity::kShutdown;
 }
 
-void TrainWorkload::DeactivateLocked() {
+void TrainRunner::DeactivateLocked() {
   if (stepping_ == TrainStepping::kActive) {
     SetSteppingLocked(TrainStepping::kInactive);
   } else if (stepping_ == TrainStepping::kStopping) {
@@ -79,7 +79,7 @@ void TrainWorkload::DeactivateLocked() {
   }
 }
 
-void TrainWorkload::CancelTransitionLocked() {
+void TrainRunner::CancelTransitionLocked() {
   if (activity_ != TrainActivity::kPreparing &&
       activity_ != TrainActivity::kCancelling) {
     return;
@@ -90,28 +90,28 @@ void TrainWorkload::CancelTransitionLocked() {
   if (creating_ != nullptr) creating_->Abort();
 }
 
-void TrainWorkload::SetEpochReadyCallback(EpochReadyCallback ready) {
+void TrainRunner::SetEpochReadyCallback(EpochReadyCallback ready) {
   absl::MutexLock lock(&mu_);
   ready_ = std::move(ready);
 }
 
-void TrainWorkload::SetCheckpointReporter(CheckpointReporter report) {
+void TrainRunner::SetCheckpointReporter(CheckpointReporter report) {
   absl::MutexLock lock(&mu_);
   report_checkpoint_ = std::move(report);
 }
 
-bool TrainWorkload::CanStepLocked() const {
+bool TrainRunner::CanStepLocked() const {
   return ActiveLocked() && failure_.ok() && base_ != nullptr &&
          base_->engine != nullptr && !base_->broken && next_ == nullptr &&
          !commit_request_.has_value() && stable_request_ == 0;
 }
 
-bool TrainWorkload::HasWorkLocked() const {
+bool TrainRunner::HasWorkLocked() const {
   return activity_ == TrainActivity::kShutdown || commit_request_.has_value() ||
          stable_request_ > 0 || CanStepLocked();
 }
 
-void TrainWorkload::OnProposed(int64_t epoch, int64_t base_epoch) {
+void TrainRunner::OnProposed(int64_t epoch, int64_t base_epoch) {
   std::vector<std::unique_ptr<HeldEngine>> garbage;
   {
     absl::MutexLock lock(&mu_);
@@ -141,19 +141,19 @@ void TrainWorkload::OnProposed(int64_t epoch, int64_t base_epoch) {
   garbage.clear();  // outside the lock: engines close their connections
 }
 
-EpochStart TrainWorkload::OnEpochCommitted(const EpochInfo& epoch) {
+EpochStart TrainRunner::OnEpochCommitted(const EpochInfo& epoch) {
   absl::MutexLock lock(&mu_);
   if (epoch.rank < 0 && !Sends(epoch)) return EpochStart::kReady;
   commit_request_ = epoch;
   return EpochStart::kPending;
 }
 
-void TrainWorkload::OnEpochStable(int64_t epoch) {
+void TrainRunner::OnEpochStable(int64_t epoch) {
   absl::MutexLock lock(&mu_);
   stable_request_ = std::max(stable_request_, epoch);
 }
 
-void TrainWorkload::Activate(int64_t step) {
+void TrainRunner::Activate(int64_t step) {
   absl::MutexLock lock(&mu_);
   if (base_ == nullptr && next_ == nullptr) step_ = step;
   if (stepping_ != TrainStepping::kDone) {
@@ -161,7 +161,7 @@ void TrainWorkload::Activate(int64_t step) {
   }
 }
 
-int64_t TrainWorkload::Pause() {
+int64_t TrainRunner::Pause() {
   absl::MutexLock lock(&mu_);
   CancelTransitionLocked();
   // A commit not started yet is superseded by whatever paused it.
@@ -184,7 +184,7 @@ int64_t TrainWorkload::Pause() {
   return step_;
 }
 
-PreparedState TrainWorkload::prepared_state() const {
+PreparedState TrainRunner::prepared_state() const {
   absl::MutexLock lock(&mu_);
   PreparedState state;
   state.step = step_;
@@ -194,7 +194,7 @@ PreparedState TrainWorkload::prepared_state() const {
   return state;
 }
 
-void TrainWorkload::Abort() {
+void TrainRunner::Abort() {
   absl::MutexLock lock(&mu_);
   if (stepping_ == TrainStepping::kDone) return;
   bool aborted = activity_ == TrainActivity::kPreparing;
@@ -212,37 +212,37 @@ void TrainWorkload::Abort() {
   }
 }
 
-int64_t TrainWorkload::step() const {
+int64_t TrainRunner::step() const {
   absl::MutexLock lock(&mu_);
   return step_;
 }
 
-bool TrainWorkload::active() const {
+bool TrainRunner::active() const {
   absl::MutexLock lock(&mu_);
   return ActiveLocked();
 }
 
-bool TrainWorkload::done() const {
+bool TrainRunner::done() const {
   absl::MutexLock lock(&mu_);
   return stepping_ == TrainStepping::kDone;
 }
 
-absl::Status TrainWorkload::failure() const {
+absl::Status TrainRunner::failure() const {
   absl::MutexLock lock(&mu_);
   return failure_;
 }
 
-int64_t TrainWorkload::base_epoch() const {
+int64_t TrainRunner::base_epoch() const {
   absl::MutexLock lock(&mu_);
   return base_ != nullptr ? base_->epoch.epoch : 0;
 }
 
-int TrainWorkload::base_rank() const {
+int TrainRunner::base_rank() const {
   absl::MutexLock lock(&mu_);
   return base_ != nullptr ? base_->epoch.rank : -1;
 }
 
-void TrainWorkload::Fail(const absl::Status& status) {
+void TrainRunner::Fail(const absl::Status& status) {
   absl::MutexLock lock(&mu_);
   if (!failure_.ok()) return;
   failure_ = status;
@@ -250,7 +250,7 @@ void TrainWorkload::Fail(const absl::Status& status) {
                    {{"error", std::string(status.message())}});
 }
 
-std::vector<std::unique_ptr<HeldEngine>> TrainWorkload::ApplyStableLocked(
+std::vector<std::unique_ptr<HeldEngine>> TrainRunner::ApplyStableLocked(
     int64_t epoch) {
   std::vector<std::unique_ptr<HeldEngine>> garbage;
   if (next_ != nullptr && next_->epoch.epoch == epoch) {
@@ -285,7 +285,7 @@ std::vector<std::unique_ptr<HeldEngine>> TrainWorkload::ApplyStableLocked(
   return garbage;
 }
 
-void TrainWorkload::Loop() {
+void TrainRunner::Loop() {
   while (true) {
     std::optional<EpochInfo> commit;
     HeldEngine* stepping = nullptr;
@@ -293,7 +293,7 @@ void TrainWorkload::Loop() {
     std::vector<std::unique_ptr<HeldEngine>> garbage;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &TrainWorkload::HasWorkLocked));
+      mu_.Await(absl::Condition(this, &TrainRunner::HasWorkLocked));
       if (activity_ == TrainActivity::kShutdown) return;
       if (commit_request_.has_value()) {
         commit = std::move(commit_request_);

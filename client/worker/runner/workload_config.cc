@@ -1,6 +1,6 @@
 // ParseWorkloadConfig with nlohmann's non-throwing parser.
 
-#include "client/worker/workload/workload_config.h"
+#include "client/worker/runner/workload_config.h"
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"

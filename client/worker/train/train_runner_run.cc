@@ -1,4 +1,4 @@
-// TrainWorkload: what its thread runs: the preparation of a committed epoch
+// TrainRunner: what its thread runs: the preparation of a committed epoch
 // and one training step with its logs, checkpoint and final dump.
 
 #include <map>
@@ -8,12 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "client/worker/engine/master_dump.h"
 #include "client/worker/train/step_checkpoint.h"
-#include "client/worker/train/train_workload.h"
+#include "client/worker/train/train_runner.h"
 #include "common/logging.h"
 
 namespace zshard::worker {
 
-int64_t TrainWorkload::RunTransition(const EpochInfo& epoch) {
+int64_t TrainRunner::RunTransition(const EpochInfo& epoch) {
   BuildInput input;
   input.job = &job_;
   input.options = options_.engine;
@@ -82,7 +82,7 @@ int64_t TrainWorkload::RunTransition(const EpochInfo& epoch) {
   return 0;
 }
 
-void TrainWorkload::RunStep(HeldEngine* held, bool stop) {
+void TrainRunner::RunStep(HeldEngine* held, bool stop) {
   engine::StepEngine& engine = *held->engine;
   engine::StepResult result = engine.Step(*held->workload, stop);
   const engine::StepTelemetry& t = result.telemetry;
@@ -118,8 +118,7 @@ void TrainWorkload::RunStep(HeldEngine* held, bool stop) {
   if (result.stop || stop) DeactivateLocked();
 }
 
-void TrainWorkload::AfterStep(HeldEngine* held,
-                              const engine::StepTelemetry& t) {
+void TrainRunner::AfterStep(HeldEngine* held, const engine::StepTelemetry& t) {
   const engine::StepEngine& engine = *held->engine;
   const int64_t step = engine.step();
   const int64_t steps = job_.workload.steps;

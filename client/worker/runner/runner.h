@@ -1,8 +1,8 @@
-// SteppingWorkload: what the worker's session drives. Transitions stop it
+// Runner: what the worker's session drives. Transitions stop it
 // at a step boundary, hand it each committed epoch (with its state moves)
 // and tell it when the epoch is stable; the session reports its step in
 // heartbeats and ends when it is done or has failed. Implemented by the
-// idle counter and by the training workload.
+// idle counter and by the training runner.
 #pragma once
 
 #include <cstdint>
@@ -66,26 +66,26 @@ struct PreparedState {
 };
 
 // Whether a committed epoch is ready at once (ack ACTIVE now) or later,
-// when the workload calls the ready callback.
+// when the runner calls the ready callback.
 enum class EpochStart { kReady, kPending };
 
 // Thread-safe: the session's threads call every method concurrently.
-class SteppingWorkload {
+class Runner {
  public:
-  // Called (from the workload's own thread, no lock held) when a committed
+  // Called (from the runner's own thread, no lock held) when a committed
   // epoch that OnEpochCommitted answered kPending is ready: state moved and
   // communicators built.
   using EpochReadyCallback = std::function<void(int64_t epoch)>;
   // Called when a rank wrote its checkpoint file; returns the coordinator's
-  // answer (failures are logged by the workload, never fatal).
+  // answer (failures are logged by the runner, never fatal).
   using CheckpointReporter = std::function<absl::Status(
       int64_t epoch, int64_t step, int64_t adam_step, const std::string& dir,
       const checkpoint::RankFileInfo& file)>;
 
-  virtual ~SteppingWorkload() = default;
+  virtual ~Runner() = default;
 
   // Installs the ready callback; call before the first epoch. Default:
-  // ignored (workloads that are always ready at once).
+  // ignored (runners that are always ready at once).
   virtual void SetEpochReadyCallback(EpochReadyCallback ready) { (void)ready; }
   // Installs the checkpoint reporter. Default: ignored.
   virtual void SetCheckpointReporter(CheckpointReporter report) {
@@ -102,7 +102,7 @@ class SteppingWorkload {
   // Told once when a new committed epoch is applied (not on replays of the
   // same epoch). kReady: the caller then calls Activate(resume_step) (a
   // rank) or Pause (no rank) and acks ACTIVE at once; kPending: the
-  // workload prepares the epoch on its own thread and calls the ready
+  // runner prepares the epoch on its own thread and calls the ready
   // callback when done (never, if the preparation fails). Default: kReady.
   virtual EpochStart OnEpochCommitted(const EpochInfo& epoch) {
     (void)epoch;
@@ -138,7 +138,7 @@ class SteppingWorkload {
   virtual bool active() const = 0;
   // True once the job's steps are done.
   virtual bool done() const = 0;
-  // OK, or the error that stopped the workload for good (the worker then
+  // OK, or the error that stopped the runner for good (the worker then
   // leaves and exits 1).
   virtual absl::Status failure() const { return absl::OkStatus(); }
 };

@@ -1,4 +1,4 @@
-// TrainWorkload: the training path of the worker daemon (synthetic and
+// TrainRunner: the training path of the worker daemon (synthetic and
 // regression workloads). It holds the state of its base (stable) epoch: the
 // engine that last stepped. A committed epoch is prepared on its own thread
 // (EpochBuilder: finish a pending step, move state, build the new engine)
@@ -25,18 +25,18 @@
 #include "client/worker/comm/kv_store.h"
 #include "client/worker/engine/step_engine.h"
 #include "client/worker/reshard/state_mover.h"
+#include "client/worker/runner/runner.h"
 #include "client/worker/train/epoch_builder.h"
 #include "client/worker/train/train_states.h"
-#include "client/worker/workload/stepping_workload.h"
 #include "common/job/job_spec.h"
 
 namespace zshard::worker {
 
 // Steps and prepares epochs on its own thread. Thread-safe (see
-// SteppingWorkload). Final failures (failure() says why): a plan hash
+// Runner). Final failures (failure() says why): a plan hash
 // mismatch, an engine that cannot be built for a reason other than a
 // failed peer, a broken invariant of the moves.
-class TrainWorkload : public SteppingWorkload {
+class TrainRunner : public Runner {
  public:
   struct Options {
     // Directory for the --dump-master files after the last step; empty
@@ -56,12 +56,12 @@ class TrainWorkload : public SteppingWorkload {
       std::function<void(int64_t epoch, const engine::StepTelemetry&)>;
 
   // `job`'s workload kind must be synthetic or regression.
-  TrainWorkload(const Options& options, job::JobSpec job,
-                StoreFactory new_store, TelemetrySink telemetry);
+  TrainRunner(const Options& options, job::JobSpec job, StoreFactory new_store,
+              TelemetrySink telemetry);
   // Aborts what is in progress and stops the thread.
-  ~TrainWorkload() override;
-  TrainWorkload(const TrainWorkload&) = delete;
-  TrainWorkload& operator=(const TrainWorkload&) = delete;
+  ~TrainRunner() override;
+  TrainRunner(const TrainRunner&) = delete;
+  TrainRunner& operator=(const TrainRunner&) = delete;
 
   void SetEpochReadyCallback(EpochReadyCallback ready) override;
   void SetCheckpointReporter(CheckpointReporter report) override;
