@@ -59,8 +59,6 @@ void LogEngineMemory(const char* what, int64_t step,
                          {"total_bytes", absl::StrCat(memory.total())}});
 }
 
-namespace {
-
 bool SendsState(const EpochInfo& epoch) {
   for (const plan::Move& m : epoch.moves) {
     if (m.source == plan::MoveSource::kMember &&
@@ -70,6 +68,8 @@ bool SendsState(const EpochInfo& epoch) {
   }
   return false;
 }
+
+namespace {
 
 // Brings the base engine to resume_step when its commit was pending.
 absl::Status FinishPending(const EpochInfo& epoch, const BuildInput& input) {

@@ -76,6 +76,10 @@ struct BuildInput {
   const std::atomic<bool>* cancelled = nullptr;
 };
 
+// True when this worker (epoch.worker_id) is the sender of one of the
+// epoch's moves.
+bool SendsState(const EpochInfo& epoch);
+
 // Logs `memory` per category as line `what` for `step`.
 void LogEngineMemory(const char* what, int64_t step,
                      const engine::MemoryBytes& memory);

@@ -13,20 +13,6 @@
 #include "common/status.h"
 
 namespace zshard::worker {
-namespace {
-
-bool Sends(const EpochInfo& epoch) {
-  for (const plan::Move& m : epoch.moves) {
-    if (m.source == plan::MoveSource::kMember &&
-        m.source_member == epoch.worker_id) {
-      return true;
-    }
-  }
-  return false;
-}
-
-}  // namespace
-
 TrainRunner::TrainRunner(const Options& options, job::JobSpec job,
                          StoreFactory new_store, TelemetrySink telemetry)
     : options_(options),
@@ -143,7 +129,7 @@ void TrainRunner::OnProposed(int64_t epoch, int64_t base_epoch) {
 
 EpochStart TrainRunner::OnEpochCommitted(const EpochInfo& epoch) {
   absl::MutexLock lock(&mu_);
-  if (epoch.rank < 0 && !Sends(epoch)) return EpochStart::kReady;
+  if (epoch.rank < 0 && !SendsState(epoch)) return EpochStart::kReady;
   commit_request_ = epoch;
   return EpochStart::kPending;
 }
