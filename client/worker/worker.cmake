@@ -1,24 +1,25 @@
-# zshard_worker: the worker daemon's library (coordinator session, workloads)
+# zshard_worker: the worker daemon's library (coordinator session, runners)
 # and the zshard-worker executable (with the re-sharding executor and the
 # checkpoint files it drives).
 if(TARGET zshard_proto AND TARGET zshard_grpc_common AND
    TARGET zshard_reshard AND TARGET zshard_checkpoint)
   pkg_check_modules(ZSHARD_WORKER_HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
   add_library(zshard_worker
+    ${CMAKE_CURRENT_LIST_DIR}/runner/idle_runner.cc
+    ${CMAKE_CURRENT_LIST_DIR}/runner/workload_config.cc
     ${CMAKE_CURRENT_LIST_DIR}/session/channel.cc
     ${CMAKE_CURRENT_LIST_DIR}/session/coordinator_kv_store.cc
     ${CMAKE_CURRENT_LIST_DIR}/session/coordinator_session.cc
     ${CMAKE_CURRENT_LIST_DIR}/session/coordinator_session_rpc.cc
     ${CMAKE_CURRENT_LIST_DIR}/session/health_server.cc
+    ${CMAKE_CURRENT_LIST_DIR}/session/telemetry_stream.cc
     ${CMAKE_CURRENT_LIST_DIR}/session/transition_handler.cc
     ${CMAKE_CURRENT_LIST_DIR}/session/worker_flags.cc
     ${CMAKE_CURRENT_LIST_DIR}/train/epoch_builder.cc
     ${CMAKE_CURRENT_LIST_DIR}/train/step_checkpoint.cc
-    ${CMAKE_CURRENT_LIST_DIR}/train/telemetry_stream.cc
-    ${CMAKE_CURRENT_LIST_DIR}/train/train_workload.cc
-    ${CMAKE_CURRENT_LIST_DIR}/train/train_workload_run.cc
-    ${CMAKE_CURRENT_LIST_DIR}/workload/idle_workload.cc
-    ${CMAKE_CURRENT_LIST_DIR}/workload/workload_config.cc
+    ${CMAKE_CURRENT_LIST_DIR}/train/train_states.cc
+    ${CMAKE_CURRENT_LIST_DIR}/train/train_runner.cc
+    ${CMAKE_CURRENT_LIST_DIR}/train/train_runner_run.cc
   )
   target_include_directories(zshard_worker PUBLIC ${PROJECT_SOURCE_DIR})
   target_link_libraries(zshard_worker PUBLIC

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/job/json_fields.h"
+#include "common/job/workload_kind.h"
 #include "common/plan/presets.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
@@ -117,16 +118,6 @@ absl::Status ParseWorld(const nlohmann::json& j, WorldSpec& w) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<WorkloadKind> ParseWorkloadKind(const std::string& kind) {
-  if (kind == "idle") return WorkloadKind::kIdle;
-  if (kind == "synthetic") return WorkloadKind::kSynthetic;
-  if (kind == "regression") return WorkloadKind::kRegression;
-  return absl::InvalidArgumentError(
-      absl::StrCat("workload.kind '", kind,
-                   "' is unknown; known: idle, synthetic, "
-                   "regression"));
-}
-
 absl::Status ParseWorkload(const nlohmann::json& j, WorkloadSpec& w) {
   ZSHARD_ASSIGN_OR_RETURN(JsonFields f, JsonFields::Open(j, "workload"));
   ZSHARD_ASSIGN_OR_RETURN(std::string kind, f.String("kind", "idle", 64));
@@ -153,6 +144,16 @@ absl::Status ParseCheckpoint(const nlohmann::json& j, CheckpointSpec& c) {
 }
 
 }  // namespace
+
+absl::StatusOr<WorkloadKind> ParseWorkloadKind(const std::string& kind) {
+  if (kind == "idle") return WorkloadKind::kIdle;
+  if (kind == "synthetic") return WorkloadKind::kSynthetic;
+  if (kind == "regression") return WorkloadKind::kRegression;
+  return absl::InvalidArgumentError(
+      absl::StrCat("workload.kind '", kind,
+                   "' is unknown; known: idle, synthetic, "
+                   "regression"));
+}
 
 const char* WorkloadKindName(WorkloadKind kind) {
   switch (kind) {

@@ -14,9 +14,23 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "client/worker/engine/engine_buffers.h"
-#include "zshard/v1/worker_service.pb.h"
+#include "common/plan/moves.h"
 
 namespace zshard::checkpoint {
+
+// What the coordinator's manifest records of one rank's file (the session
+// converts it into the wire form).
+struct RankFileInfo {
+  // Relative to the checkpoint's directory.
+  std::string path;
+  // The writer's rank.
+  int rank = 0;
+  int64_t bytes = 0;
+  // Hex digest of the whole file's content (FNV-1a 64).
+  std::string checksum;
+  // The param ranges held, in file order.
+  std::vector<plan::CheckpointFragment> ranges;
+};
 
 // The file name of `rank`'s file inside a checkpoint directory:
 // "rank-00003.zsc".
@@ -29,9 +43,9 @@ std::string StepDir(const std::string& root, int64_t step);
 // returning what the coordinator's manifest records: the path relative to
 // `dir`, the rank, bytes, checksum and the param ranges held. Padding is
 // not written. Internal/PermissionDenied on I/O errors, naming the path.
-absl::StatusOr<v1::CheckpointFile> WriteRankFile(
-    const engine::EngineBuffers& state, const std::string& dir, int rank,
-    int64_t step, int64_t adam_step);
+absl::StatusOr<RankFileInfo> WriteRankFile(const engine::EngineBuffers& state,
+                                           const std::string& dir, int rank,
+                                           int64_t step, int64_t adam_step);
 
 // A verified, open checkpoint file. Copies share the open file; Read is
 // const and thread-safe.
@@ -46,7 +60,7 @@ class RankFileReader {
   // The writer's rank.
   int rank() const { return rank_; }
   // The ranges held, in file order.
-  std::vector<v1::ParamRange> ranges() const;
+  std::vector<plan::CheckpointFragment> ranges() const;
 
   // Copies the state of param `param_index` (expert rank `expert_rank`)
   // elements [begin, end) into the three arrays (end - begin floats each).

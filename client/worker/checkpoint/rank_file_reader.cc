@@ -123,15 +123,11 @@ absl::StatusOr<RankFileReader> RankFileReader::Open(const std::string& path) {
   return reader;
 }
 
-std::vector<v1::ParamRange> RankFileReader::ranges() const {
-  std::vector<v1::ParamRange> out;
+std::vector<plan::CheckpointFragment> RankFileReader::ranges() const {
+  std::vector<plan::CheckpointFragment> out;
   for (const Entry& e : entries_) {
-    v1::ParamRange r;
-    r.set_param_index(e.param_index);
-    r.set_expert_rank(e.expert_rank);
-    r.set_begin(e.begin);
-    r.set_end(e.end);
-    out.push_back(std::move(r));
+    out.push_back(
+        plan::CheckpointFragment{e.param_index, e.expert_rank, e.begin, e.end});
   }
   return out;
 }

@@ -133,9 +133,9 @@ std::string StepDir(const std::string& root, int64_t step) {
   return absl::StrFormat("%s/step-%08d", root, step);
 }
 
-absl::StatusOr<v1::CheckpointFile> WriteRankFile(
-    const engine::EngineBuffers& state, const std::string& dir, int rank,
-    int64_t step, int64_t adam_step) {
+absl::StatusOr<RankFileInfo> WriteRankFile(const engine::EngineBuffers& state,
+                                           const std::string& dir, int rank,
+                                           int64_t step, int64_t adam_step) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return IoError("cannot create directory", dir, ec.value());
@@ -183,17 +183,15 @@ absl::StatusOr<v1::CheckpointFile> WriteRankFile(
   }
   SyncDirectory(dir);
 
-  v1::CheckpointFile file;
-  file.set_path(name);
-  file.set_rank(rank);
-  file.set_bytes(out.bytes());
-  file.set_checksum(absl::StrFormat("%016x", digest));
+  RankFileInfo file;
+  file.path = name;
+  file.rank = rank;
+  file.bytes = out.bytes();
+  file.checksum = absl::StrFormat("%016x", digest);
   for (const Source& s : sources) {
-    v1::ParamRange* r = file.add_ranges();
-    r->set_param_index(s.record.param_index);
-    r->set_expert_rank(s.record.expert_rank);
-    r->set_begin(s.record.begin);
-    r->set_end(s.record.end);
+    file.ranges.push_back(
+        plan::CheckpointFragment{s.record.param_index, s.record.expert_rank,
+                                 s.record.begin, s.record.end});
   }
   return file;
 }

@@ -168,10 +168,6 @@ MemoryBytes EngineBuffers::memory() const {
   return m;
 }
 
-void EngineBuffers::ZeroGrads() {
-  for (BufferState& b : buffers_) std::fill(b.grads.begin(), b.grads.end(), 0);
-}
-
 std::vector<float> EngineBuffers::ReadParam(int p) const {
   const auto [bi, si] = slot_of_[p];
   const BufferState& b = buffers_[bi];

@@ -92,9 +92,6 @@ class EngineBuffers final : public ModelState {
   MemoryBytes memory() const;
   void set_comm_bytes(int64_t bytes) { comm_bytes_ = bytes; }
 
-  // Zeroes every grad buffer (padding included).
-  void ZeroGrads();
-
   // ModelState.
   std::vector<float> ReadParam(int p) const override;
   void WriteGrad(int p, absl::Span<const float> values) override;

@@ -44,8 +44,10 @@ struct EngineConfig {
 
 // The config of `rank` for `job` under `plan` (which the caller made with
 // MakePlan(job.model, JobPlanOptions(job, world)) and checked against the
-// coordinator's hash): the session's whole adapter is this call,
-// StepEngine::Create with MakeWorkload(job, world, rank), and Step.
+// coordinator's hash). The worker's training runner builds each epoch's
+// engine with this call, MakeWorkload(job, world, rank) and
+// StepEngine::Create or CreateFromState (BuildEpoch in
+// client/worker/train/epoch_builder.cc), then calls Step.
 EngineConfig MakeEngineConfig(const job::JobSpec& job, const plan::Plan& plan,
                               int rank, comm::KvStore* store);
 
@@ -123,13 +125,6 @@ class StepEngine {
   // it, every rank's result has stop = true (see StepResult).
   StepResult Step(Workload& workload, bool stop_requested = false);
 
-  // The same step on gradients already in buffers() (written by the
-  // caller, e.g. a training loop handing its gradients in, or a benchmark):
-  // `local_loss` is this rank's summed loss (when has_loss) and the summed
-  // gradients are divided by `global_batch` (>= 1).
-  StepResult StepOnBuffers(int64_t global_batch, double local_loss,
-                           bool has_loss, bool stop_requested = false);
-
   // Completes the step whose result had commit_pending, with the
   // commit_values of a rank that passed that step's commit point: skips it
   // or runs Adam (clipped as that rank did) on every owned window exactly
@@ -171,6 +166,11 @@ class StepEngine {
   // communicators' rendezvous.
   absl::Status Validate() const;
   absl::Status Connect();
+  // Step's ZeRO-1 part, on the gradients the workload wrote into
+  // buffers(): `local_loss` is this rank's summed loss (when has_loss) and
+  // the summed gradients are divided by `global_batch` (>= 1).
+  StepResult StepOnBuffers(int64_t global_batch, double local_loss,
+                           bool has_loss, bool stop_requested);
   absl::Status ReduceGradients(StepTelemetry& t);
   // Local norm and count, then the world all-reduce of the commit values.
   absl::StatusOr<CommitArray> Commit(double local_loss, bool stop_requested,

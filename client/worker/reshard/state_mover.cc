@@ -92,14 +92,14 @@ int64_t KeepLocal(const engine::EngineBuffers& from,
 
 // Reads [begin, end) of a param from a checkpoint file into `to`.
 absl::Status ReadRange(const checkpoint::RankFileReader& reader,
-                       const v1::Move& move, engine::EngineBuffers& to,
+                       const plan::Move& move, engine::EngineBuffers& to,
                        absl::Span<const Slice> slices) {
   for (const Slice& s : slices) {
     engine::WindowState& win = to.windows()[s.window];
-    absl::Status st = reader.Read(
-        move.param_index(), move.expert_rank(), s.begin, s.end,
-        to.master(s.window) + s.offset, win.exp_avg.data() + s.offset,
-        win.exp_avg_sq.data() + s.offset);
+    absl::Status st = reader.Read(move.param_index, move.expert_rank, s.begin,
+                                  s.end, to.master(s.window) + s.offset,
+                                  win.exp_avg.data() + s.offset,
+                                  win.exp_avg_sq.data() + s.offset);
     if (!st.ok()) return absl::DataLossError(st.message());
   }
   return absl::OkStatus();
@@ -179,40 +179,40 @@ absl::Status StateMover::RunMoves(MoveStats& stats) {
   std::vector<Mine> mine(input_.moves.size());
   std::set<std::string> members;
   for (size_t i = 0; i < input_.moves.size(); ++i) {
-    const v1::Move& m = input_.moves[i];
-    if (!m.from_worker_id().empty()) {
-      members.insert(m.from_worker_id());
-      members.insert(m.to_worker_id());
+    const plan::Move& m = input_.moves[i];
+    if (m.source == plan::MoveSource::kMember) {
+      members.insert(m.source_member);
+      members.insert(m.dest_member);
     }
     const bool sends =
-        !m.from_worker_id().empty() && m.from_worker_id() == self;
-    const bool receives = m.to_worker_id() == self;
+        m.source == plan::MoveSource::kMember && m.source_member == self;
+    const bool receives = m.dest_member == self;
     auto bad = [&](const std::string& why) {
       return absl::InvalidArgumentError(
-          absl::StrCat("state moves: move ", i, " of param ", m.param_index(),
-                       " elements [", m.begin(), ", ", m.end(), "): ", why));
+          absl::StrCat("state moves: move ", i, " of param ", m.param_index,
+                       " elements [", m.begin, ", ", m.end, "): ", why));
     };
     if (sends) {
       if (!old_space) return bad("this worker holds no state to send");
-      if (m.from_rank() != old_state->rank_plan().rank) {
-        return bad(absl::StrCat("it names sender rank ", m.from_rank(),
+      if (m.source_rank != old_state->rank_plan().rank) {
+        return bad(absl::StrCat("it names sender rank ", m.source_rank,
                                 ", this worker held rank ",
                                 old_state->rank_plan().rank));
       }
-      ZSHARD_ASSIGN_OR_RETURN(mine[i].from,
-                              old_space->Find(m.param_index(), m.expert_rank(),
-                                              m.begin(), m.end()));
+      ZSHARD_ASSIGN_OR_RETURN(
+          mine[i].from,
+          old_space->Find(m.param_index, m.expert_rank, m.begin, m.end));
     }
     if (receives) {
       if (!new_space) return bad("this worker has no new buffers");
-      if (m.to_rank() != new_state->rank_plan().rank) {
-        return bad(absl::StrCat("it names receiver rank ", m.to_rank(),
+      if (m.dest_rank != new_state->rank_plan().rank) {
+        return bad(absl::StrCat("it names receiver rank ", m.dest_rank,
                                 ", this worker has rank ",
                                 new_state->rank_plan().rank));
       }
-      ZSHARD_ASSIGN_OR_RETURN(mine[i].to,
-                              new_space->Find(m.param_index(), m.expert_rank(),
-                                              m.begin(), m.end()));
+      ZSHARD_ASSIGN_OR_RETURN(
+          mine[i].to,
+          new_space->Find(m.param_index, m.expert_rank, m.begin, m.end));
     }
   }
 
@@ -241,28 +241,35 @@ absl::Status StateMover::RunMoves(MoveStats& stats) {
                          &aborted_);
   std::map<std::string, checkpoint::RankFileReader> readers;
   for (size_t i = 0; i < input_.moves.size(); ++i) {
-    const v1::Move& m = input_.moves[i];
+    const plan::Move& m = input_.moves[i];
     const bool sends =
-        !m.from_worker_id().empty() && m.from_worker_id() == self;
-    const bool receives = m.to_worker_id() == self;
+        m.source == plan::MoveSource::kMember && m.source_member == self;
+    const bool receives = m.dest_member == self;
     if (!sends && !receives) continue;
     if (aborted_) return absl::AbortedError("state moves: aborted");
     const std::string what = absl::StrCat(
         "state moves: ", RangeName(receives ? *new_state : *old_state,
-                                   m.param_index(), m.begin(), m.end()));
-    const int64_t bytes = kStateBytes * (m.end() - m.begin());
+                                   m.param_index, m.begin, m.end));
+    const int64_t bytes = kStateBytes * (m.end - m.begin);
     const uint32_t tag = static_cast<uint32_t>(i);
-    if (m.from_worker_id().empty()) {  // from a checkpoint
-      auto it = readers.find(m.checkpoint_file());
+    if (m.source == plan::MoveSource::kCheckpoint) {
+      if (m.fragment < 0 ||
+          m.fragment >= static_cast<int>(input_.checkpoint_files.size())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": it names checkpoint file ", m.fragment,
+                         " of ", input_.checkpoint_files.size()));
+      }
+      const std::string& file = input_.checkpoint_files[m.fragment];
+      auto it = readers.find(file);
       if (it == readers.end()) {
         const std::string path =
             input_.checkpoint_dir.empty()
-                ? m.checkpoint_file()
-                : absl::StrCat(input_.checkpoint_dir, "/", m.checkpoint_file());
+                ? file
+                : absl::StrCat(input_.checkpoint_dir, "/", file);
         absl::StatusOr<checkpoint::RankFileReader> reader =
             checkpoint::RankFileReader::Open(path);
         if (!reader.ok()) return WithContext(reader.status(), what);
-        it = readers.emplace(m.checkpoint_file(), std::move(*reader)).first;
+        it = readers.emplace(file, std::move(*reader)).first;
       }
       absl::Status s = ReadRange(it->second, m, *new_state, mine[i].to);
       if (!s.ok()) return WithContext(s, what);
@@ -276,24 +283,22 @@ absl::Status StateMover::RunMoves(MoveStats& stats) {
       }
       stats.bytes_kept += bytes;
     } else if (sends) {
-      absl::Status s =
-          transfer.Send(index.at(m.to_worker_id()), tag, *old_state,
-                        mine[i].from, m.begin(), m.end());
+      absl::Status s = transfer.Send(index.at(m.dest_member), tag, *old_state,
+                                     mine[i].from, m.begin, m.end);
       if (!s.ok()) {
-        return WithContext(s, absl::StrCat(what, " to ", m.to_worker_id()));
+        return WithContext(s, absl::StrCat(what, " to ", m.dest_member));
       }
       stats.bytes_sent += bytes;
       continue;
     } else {
-      absl::Status s =
-          transfer.Recv(index.at(m.from_worker_id()), tag, *new_state,
-                        mine[i].to, m.begin(), m.end());
+      absl::Status s = transfer.Recv(index.at(m.source_member), tag, *new_state,
+                                     mine[i].to, m.begin, m.end);
       if (!s.ok()) {
-        return WithContext(s, absl::StrCat(what, " from ", m.from_worker_id()));
+        return WithContext(s, absl::StrCat(what, " from ", m.source_member));
       }
       stats.bytes_received += bytes;
     }
-    coverage.Add(m.param_index(), m.begin(), m.end());
+    coverage.Add(m.param_index, m.begin, m.end);
   }
   // Nobody closes connections a peer may still be reading from.
   if (comm) ZSHARD_RETURN_IF_ERROR(comm->Barrier());

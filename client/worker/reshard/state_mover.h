@@ -4,7 +4,7 @@
 // the ranges it gets over one Communicator (Gloo on CPU) spanning the
 // members that take part, in bounded chunks each verified by a checksum,
 // and reads the ranges whose source is a checkpoint file. State is
-// addressed in param space (v1::Move), so old and new buffers may have any
+// addressed in param space (plan::Move), so old and new buffers may have any
 // world, instance count or bucket size.
 #pragma once
 
@@ -22,12 +22,12 @@
 #include "client/worker/comm/communicator.h"
 #include "client/worker/comm/kv_store.h"
 #include "client/worker/engine/engine_buffers.h"
-#include "zshard/v1/types.pb.h"
+#include "common/plan/moves.h"
 
 namespace zshard::reshard {
 
 struct MoveInput {
-  // This worker's id (compared with Move.from_worker_id / to_worker_id).
+  // This worker's id (compared with Move.source_member / dest_member).
   std::string self;
   // This worker's state in the base epoch, or null when it holds none or
   // must not use it (a restore: every range comes from the checkpoint).
@@ -42,8 +42,11 @@ struct MoveInput {
   engine::EngineBuffers* new_state = nullptr;
   // The epoch's moves, in the update's order (every member passes the same
   // list).
-  std::vector<v1::Move> moves;
-  // Directory that Move.checkpoint_file is relative to (the update's
+  std::vector<plan::Move> moves;
+  // The files that checkpoint sources read, indexed by Move.fragment,
+  // relative to checkpoint_dir.
+  std::vector<std::string> checkpoint_files;
+  // Directory that checkpoint_files are relative to (the update's
   // restore.dir); empty when no move reads a checkpoint.
   std::string checkpoint_dir;
   // Rendezvous store scoped to the new epoch; required when this worker

@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "client/worker/runner/idle_runner.h"
+#include "client/worker/runner/workload_config.h"
 #include "client/worker/session/backoff.h"
-#include "client/worker/workload/idle_workload.h"
-#include "client/worker/workload/workload_config.h"
 #include "common/clock.h"
 #include "common/grpc_status.h"
 #include "common/job/job_spec.h"
@@ -90,7 +90,7 @@ bool CoordinatorSession::SleepUnlessEnded(int64_t ms) {
 }
 
 int64_t CoordinatorSession::epoch() const {
-  // Never call the handler under mu_: it may wait for the workload, whose
+  // Never call the handler under mu_: it may wait for the runner, whose
   // thread may wait for mu_ (credentials).
   std::shared_ptr<TransitionHandler> handler = this->handler();
   return handler != nullptr ? handler->epoch() : 0;
@@ -98,7 +98,7 @@ int64_t CoordinatorSession::epoch() const {
 
 int64_t CoordinatorSession::step() const {
   absl::MutexLock lock(&mu_);
-  return workload_ != nullptr ? workload_->step() : 0;
+  return runner_ != nullptr ? runner_->step() : 0;
 }
 
 bool CoordinatorSession::alive() const {
@@ -156,24 +156,24 @@ absl::Status CoordinatorSession::Join() {
     if (status.ok()) {
       ZSHARD_ASSIGN_OR_RETURN(WorkloadConfig config,
                               ParseWorkloadConfig(response.job_spec_json()));
-      // On a rejoin, stop the workload before taking mu_: a training step
+      // On a rejoin, stop the runner before taking mu_: a training step
       // in progress needs mu_ (credentials, rendezvous store) to finish.
-      if (workload_ != nullptr) workload_->Pause();
+      if (runner_ != nullptr) runner_->Pause();
       absl::MutexLock lock(&mu_);
-      const bool created = workload_ == nullptr;
-      if (workload_ == nullptr && config.kind == "idle") {
-        IdleWorkload::Options workload_options;
-        workload_options.steps = config.steps;
-        workload_options.step_delay_ms = config.step_delay_ms;
-        workload_ = std::make_unique<IdleWorkload>(workload_options);
-      } else if (workload_ == nullptr) {
+      const bool created = runner_ == nullptr;
+      if (runner_ == nullptr && config.kind == "idle") {
+        IdleRunner::Options runner_options;
+        runner_options.steps = config.steps;
+        runner_options.step_delay_ms = config.step_delay_ms;
+        runner_ = std::make_unique<IdleRunner>(runner_options);
+      } else if (runner_ == nullptr) {
         ZSHARD_ASSIGN_OR_RETURN(job::JobSpec job,
                                 job::ParseJobSpec(response.job_spec_json()));
         telemetry_ = std::make_unique<TelemetryStream>(channel_, [this] {
           absl::MutexLock credentials_lock(&mu_);
           return TelemetryStream::Credentials{worker_id_, token_};
         });
-        workload_ = std::make_unique<TrainWorkload>(
+        runner_ = std::make_unique<TrainRunner>(
             options_.train, std::move(job),
             [this](int64_t epoch) -> std::unique_ptr<comm::KvStore> {
               return NewKvStore(epoch);
@@ -184,15 +184,16 @@ absl::Status CoordinatorSession::Join() {
             });
       }
       if (created) {
-        workload_->SetEpochReadyCallback(
+        runner_->SetEpochReadyCallback(
             [this](int64_t epoch) { OnEpochReady(epoch); });
-        workload_->SetCheckpointReporter(
+        runner_->SetCheckpointReporter(
             [this](int64_t epoch, int64_t step, int64_t adam_step,
-                   const std::string& dir, const v1::CheckpointFile& file) {
+                   const std::string& dir,
+                   const checkpoint::RankFileInfo& file) {
               return ReportCheckpoint(epoch, step, adam_step, dir, file);
             });
       }
-      // A workload kept from an earlier incarnation was paused above,
+      // A runner kept from an earlier incarnation was paused above,
       // outside mu_ (its thread may need mu_ for credentials).
       worker_id_ = response.worker_id();
       token_ = response.token();
@@ -204,8 +205,7 @@ absl::Status CoordinatorSession::Join() {
       lease_timeout_ms_ = response.lease_timeout_ms() > 0
                               ? response.lease_timeout_ms()
                               : 5 * heartbeat_interval_ms_;
-      handler_ =
-          std::make_shared<TransitionHandler>(worker_id_, workload_.get());
+      handler_ = std::make_shared<TransitionHandler>(worker_id_, runner_.get());
       stop_handled_ = false;
       left_ = false;
       draining_ = false;
@@ -268,7 +268,7 @@ absl::StatusOr<SessionOutcome> CoordinatorSession::Run() {
     // not wait: its work may be blocked on peers that are gone.
     if (*outcome != SessionOutcome::kFenced &&
         *outcome != SessionOutcome::kFailed) {
-      workload_->Pause();
+      runner_->Pause();
     }
     bool left = false;
     {
@@ -311,7 +311,7 @@ void CoordinatorSession::HeartbeatLoop() {
     request.set_worker_id(worker_id);
     request.set_token(token);
     request.set_epoch(handler()->epoch());
-    request.set_step(workload_->step());
+    request.set_step(runner_->step());
     v1::HeartbeatResponse response;
     auto context = MakeContext();
     grpc::Status status = stub_->Heartbeat(context.get(), request, &response);
@@ -340,7 +340,7 @@ void CoordinatorSession::HeartbeatLoop() {
       // abort the new epoch's moves: only the epoch in force is aborted.
       if (response.command() == v1::COMMAND_ABORT &&
           response.epoch() >= handler()->epoch()) {
-        workload_->Abort();
+        runner_->Abort();
       }
       if (response.state() == v1::MEMBER_STATE_DRAINING) {
         const int64_t stable = handler()->stable_epoch();
@@ -365,7 +365,7 @@ void CoordinatorSession::HeartbeatLoop() {
       ZSHARD_LOG_WARN("heartbeat failed, stepping on",
                       {{"error", status.error_message()}});
     }
-    if (absl::Status failure = workload_->failure(); !failure.ok()) {
+    if (absl::Status failure = runner_->failure(); !failure.ok()) {
       {
         absl::MutexLock lock(&mu_);
         failure_reason_ = std::string(failure.message());
@@ -376,7 +376,7 @@ void CoordinatorSession::HeartbeatLoop() {
     CheckHandover();
     // The job is done when the steps are: wait a lease for COMMAND_EXIT,
     // then leave on our own.
-    if (workload_->done()) {
+    if (runner_->done()) {
       const int64_t now = RealClock::Get()->NowMs();
       if (!done_since_ms.has_value()) done_since_ms = now;
       if (now - *done_since_ms >= lease_timeout_ms_) {

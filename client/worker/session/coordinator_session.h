@@ -1,6 +1,6 @@
 // The worker's session with the coordinator: join, a heartbeat thread, the
 // plan watch stream with transition acks, reconnection with backoff while
-// the coordinator is away (the workload keeps stepping meanwhile), exit on
+// the coordinator is away (the runner keeps stepping meanwhile), exit on
 // fencing or a failed job, checkpoint reports, and a graceful Leave on Stop
 // (after handing the worker's optimizer state over when it holds some).
 #pragma once
@@ -16,11 +16,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "client/worker/runner/runner.h"
 #include "client/worker/session/coordinator_kv_store.h"
+#include "client/worker/session/telemetry_stream.h"
 #include "client/worker/session/transition_handler.h"
-#include "client/worker/train/telemetry_stream.h"
-#include "client/worker/train/train_workload.h"
-#include "client/worker/workload/stepping_workload.h"
+#include "client/worker/train/train_runner.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "zshard/v1/worker_service.grpc.pb.h"
@@ -39,7 +39,7 @@ enum class SessionOutcome {
   kDrained,
   // The token was refused (a newer incarnation, or declared dead): exit 1.
   kFenced,
-  // The workload failed for good (e.g. a plan hash mismatch) or the
+  // The runner failed for good (e.g. a plan hash mismatch) or the
   // coordinator failed the job (e.g. state lost with no checkpoint): left
   // with the reason, exit 1.
   kFailed,
@@ -64,10 +64,10 @@ class CoordinatorSession {
     // 100 ms and 2000 ms.
     int64_t min_backoff_ms = 100;
     int64_t max_backoff_ms = 2000;
-    // The training workload's options (synthetic and regression jobs):
+    // The training runner's options (synthetic and regression jobs):
     // master dump directory, engine options. Defaults of
-    // TrainWorkload::Options.
-    TrainWorkload::Options train;
+    // TrainRunner::Options.
+    TrainRunner::Options train;
   };
 
   // `channel` must be non-null.
@@ -91,7 +91,7 @@ class CoordinatorSession {
   // returns kStopped without joining).
   void Stop();
 
-  // Observers (thread-safe): the committed epoch applied, the workload's
+  // Observers (thread-safe): the committed epoch applied, the runner's
   // step, and this incarnation's worker id ("" before the join).
   int64_t epoch() const;
   int64_t step() const;
@@ -119,11 +119,11 @@ class CoordinatorSession {
   void HeartbeatLoop();
   void WatchLoop();
   void SendAck(const TransitionAck& ack);
-  // The workload's ready callback: acks ACTIVE for `epoch` when due.
+  // The runner's ready callback: acks ACTIVE for `epoch` when due.
   void OnEpochReady(int64_t epoch);
   absl::Status ReportCheckpoint(int64_t epoch, int64_t step, int64_t adam_step,
                                 const std::string& dir,
-                                const v1::CheckpointFile& file);
+                                const checkpoint::RankFileInfo& file);
   // Calls Leave; returns the coordinator's handover answer (false when the
   // call failed).
   bool Leave(const std::string& reason);
@@ -168,13 +168,13 @@ class CoordinatorSession {
   int64_t lease_timeout_ms_ ABSL_GUARDED_BY(mu_) = 5000;
 
   // Created at the first join (it needs the job spec); kept across rejoins.
-  // The telemetry stream (training jobs only) outlives the workload.
+  // The telemetry stream (training jobs only) outlives the runner.
   std::unique_ptr<TelemetryStream> telemetry_;
-  std::unique_ptr<SteppingWorkload> workload_;
-  // Why the workload failed (kFailed), for the Leave reason.
+  std::unique_ptr<Runner> runner_;
+  // Why the runner failed (kFailed), for the Leave reason.
   std::string failure_reason_ ABSL_GUARDED_BY(mu_);
   // One per incarnation (it knows the worker id); shared with the
-  // workload's ready callback, which may run while a rejoin replaces it.
+  // runner's ready callback, which may run while a rejoin replaces it.
   std::shared_ptr<TransitionHandler> handler_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -52,7 +52,7 @@ void CoordinatorSession::OnEpochReady(int64_t epoch) {
 
 absl::Status CoordinatorSession::ReportCheckpoint(
     int64_t epoch, int64_t step, int64_t adam_step, const std::string& dir,
-    const v1::CheckpointFile& file) {
+    const checkpoint::RankFileInfo& file) {
   v1::ReportCheckpointRequest request;
   const auto [worker_id, token] = Credentials();
   request.set_worker_id(worker_id);
@@ -61,7 +61,18 @@ absl::Status CoordinatorSession::ReportCheckpoint(
   request.set_step(step);
   request.set_adam_step(adam_step);
   request.set_dir(dir);
-  *request.mutable_file() = file;
+  v1::CheckpointFile* out = request.mutable_file();
+  out->set_path(file.path);
+  out->set_rank(file.rank);
+  out->set_bytes(file.bytes);
+  out->set_checksum(file.checksum);
+  for (const plan::CheckpointFragment& r : file.ranges) {
+    v1::ParamRange* range = out->add_ranges();
+    range->set_param_index(r.param_index);
+    range->set_expert_rank(r.expert_rank);
+    range->set_begin(r.begin);
+    range->set_end(r.end);
+  }
   v1::ReportCheckpointResponse response;
   auto context = MakeContext();
   grpc::Status status =

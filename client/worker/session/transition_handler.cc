@@ -3,7 +3,10 @@
 
 #include "client/worker/session/transition_handler.h"
 
+#include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -19,11 +22,85 @@ const v1::Assignment* FindAssignment(const v1::PlanUpdate& update,
   return nullptr;
 }
 
+// The wire forms of a move and an assignment, converted once here so that
+// the runner, the mover and the engine see the planner's types only.
+plan::Assignment ToAssignment(const v1::Assignment& a) {
+  plan::Assignment out;
+  out.worker_id = a.worker_id();
+  out.name = a.name();
+  out.address = a.address();
+  out.rank = a.rank();
+  out.instance = a.instance();
+  out.shard_rank = a.shard_rank();
+  out.labels.insert(a.labels().begin(), a.labels().end());
+  return out;
+}
+
+// A checkpoint source (no sender) names its file through `fragment`, an
+// index into `files`, which lists each file once in order of first use.
+plan::Move ToMove(const v1::Move& m, std::vector<std::string>& files) {
+  plan::Move out;
+  out.source = m.from_worker_id().empty() ? plan::MoveSource::kCheckpoint
+                                          : plan::MoveSource::kMember;
+  out.source_member = m.from_worker_id();
+  out.source_rank = m.from_rank();
+  if (out.source == plan::MoveSource::kCheckpoint) {
+    auto it = std::find(files.begin(), files.end(), m.checkpoint_file());
+    out.fragment = static_cast<int>(it - files.begin());
+    if (it == files.end()) files.push_back(m.checkpoint_file());
+  }
+  out.dest_member = m.to_worker_id();
+  out.dest_rank = m.to_rank();
+  out.dest_buffer = m.buffer();
+  out.dest_bucket = m.bucket();
+  out.dest_offset_in_bucket = m.offset();
+  out.param_index = m.param_index();
+  out.expert_rank = m.expert_rank();
+  out.begin = m.begin();
+  out.end = m.end();
+  return out;
+}
+
 }  // namespace
 
-TransitionHandler::TransitionHandler(std::string worker_id,
-                                     SteppingWorkload* workload)
-    : worker_id_(std::move(worker_id)), workload_(workload) {}
+const char* EpochPhaseName(EpochPhase phase) {
+  switch (phase) {
+    case EpochPhase::kPreparing:
+      return "preparing";
+    case EpochPhase::kReady:
+      return "ready";
+    case EpochPhase::kStableUnready:
+      return "stable_unready";
+    case EpochPhase::kStable:
+      return "stable";
+  }
+  return "unknown";
+}
+
+const StateTable<EpochPhase>& EpochPhaseTable() {
+  using P = EpochPhase;
+  static const StateTable<P>* const table = new StateTable<P>(
+      "epoch phase", &EpochPhaseName,
+      {
+          // The runner is ready.
+          {P::kPreparing, P::kReady},
+          {P::kStableUnready, P::kStable},
+          // STABLE (or a proposal that implies it).
+          {P::kReady, P::kStable},
+          // STABLE reaches a worker without a rank still preparing.
+          {P::kPreparing, P::kStableUnready},
+          // A later epoch is committed, or is stable before this worker
+          // saw it committed.
+          {P::kReady, P::kPreparing},
+          {P::kStableUnready, P::kPreparing},
+          {P::kStable, P::kPreparing},
+          {P::kPreparing, P::kStable},
+      });
+  return *table;
+}
+
+TransitionHandler::TransitionHandler(std::string worker_id, Runner* runner)
+    : worker_id_(std::move(worker_id)), runner_(runner) {}
 
 int64_t TransitionHandler::epoch() const { return seen_epoch_.load(); }
 
@@ -34,6 +111,14 @@ int64_t TransitionHandler::stable_epoch() const {
 }
 
 int TransitionHandler::stable_rank() const { return seen_stable_rank_.load(); }
+
+void TransitionHandler::SetPhaseLocked(EpochPhase to) {
+  EpochPhaseTable().Advance(phase_, to);
+}
+
+bool TransitionHandler::ReadyLocked() const {
+  return phase_ == EpochPhase::kReady || phase_ == EpochPhase::kStable;
+}
 
 void TransitionHandler::PublishLocked() {
   seen_epoch_.store(committed_epoch_);
@@ -62,8 +147,8 @@ std::optional<TransitionAck> TransitionHandler::Apply(
       const int64_t epoch = update.epoch();
       if (epoch <= committed_epoch_) return std::nullopt;
       pending_epoch_ = 0;
-      if (rank_ >= 0 && ready_epoch_ == committed_epoch_) {
-        workload_->Activate(workload_->step());
+      if (rank_ >= 0 && ReadyLocked()) {
+        runner_->Activate(runner_->step());
       }
       ZSHARD_LOG_INFO("epoch abandoned", {{"epoch", absl::StrCat(epoch)},
                                           {"reason", update.reason()}});
@@ -80,29 +165,30 @@ std::optional<TransitionAck> TransitionHandler::Proposed(
   if (epoch <= committed_epoch_) return std::nullopt;
   const int64_t base = update.base_epoch();
   if (base > 0 && base == committed_epoch_ && stable_epoch_ < base &&
-      ready_epoch_ == base) {
+      ReadyLocked()) {
     // The base epoch became stable while this worker missed the update: a
     // peer may already step in it. Apply it first, so that this rank meets
     // that peer at the common stop step instead of leaving it blocked.
+    SetPhaseLocked(EpochPhase::kStable);
     stable_epoch_ = base;
     stable_rank_ = rank_;
     ZSHARD_LOG_INFO(
         "epoch stable (implied by the proposal)",
         {{"epoch", absl::StrCat(base)}, {"rank", absl::StrCat(rank_)}});
-    workload_->OnEpochStable(base);
+    runner_->OnEpochStable(base);
     PublishLocked();
   }
   // Members and non-members alike stop: nobody steps into an epoch that is
   // not committed, and a worker left out of it must not go on alone.
-  workload_->Pause();
-  workload_->OnProposed(epoch, update.base_epoch());
+  runner_->Pause();
+  runner_->OnProposed(epoch, update.base_epoch());
   // A worker that holds a rank in the base epoch is a source of moves even
   // when the new epoch leaves it out.
   const bool holds_base =
       base > 0 && ((base == stable_epoch_ && stable_rank_ >= 0) ||
                    (base == committed_epoch_ && rank_ >= 0));
   if (mine == nullptr && !holds_base) return std::nullopt;
-  const PreparedState state = workload_->prepared_state();
+  const PreparedState state = runner_->prepared_state();
   if (pending_epoch_ != epoch) {
     ZSHARD_LOG_INFO(
         "prepared for epoch",
@@ -142,14 +228,17 @@ EpochInfo TransitionHandler::MakeEpochInfo(const v1::PlanUpdate& update,
   }
   info.base_epoch = update.base_epoch();
   info.resume_adam_step = update.resume_adam_step();
-  info.moves.assign(update.moves().begin(), update.moves().end());
+  for (const v1::Move& m : update.moves()) {
+    info.moves.push_back(ToMove(m, info.checkpoint_files));
+  }
   info.restore = update.has_restore() && !update.restore().dir().empty();
   if (info.restore) info.restore_dir = update.restore().dir();
   info.finish_pending_step = update.finish_pending_step();
   info.commit_values.assign(update.commit_values().begin(),
                             update.commit_values().end());
-  info.assignments.assign(update.assignments().begin(),
-                          update.assignments().end());
+  for (const v1::Assignment& a : update.assignments()) {
+    info.assignments.push_back(ToAssignment(a));
+  }
   return info;
 }
 
@@ -170,12 +259,12 @@ std::optional<TransitionAck> TransitionHandler::Committed(
     // prepared or is done; never prepare it twice. Keep our own step, but
     // resume if a later proposal stopped us and was lost.
     pending_epoch_ = 0;
-    if (ready_epoch_ != epoch) return std::nullopt;
-    if (rank_ >= 0 && !workload_->active()) {
-      workload_->Activate(workload_->step());
+    if (!ReadyLocked()) return std::nullopt;
+    if (rank_ >= 0 && !runner_->active()) {
+      runner_->Activate(runner_->step());
     }
     if (!listed_) return std::nullopt;
-    return ActiveAck(workload_->step());
+    return ActiveAck(runner_->step());
   }
   const int rank = mine != nullptr ? mine->rank() : -1;
   committed_epoch_ = epoch;
@@ -183,7 +272,7 @@ std::optional<TransitionAck> TransitionHandler::Committed(
   listed_ = mine != nullptr;
   resume_step_ = update.resume_step();
   pending_epoch_ = 0;
-  ready_epoch_ = 0;
+  SetPhaseLocked(EpochPhase::kPreparing);
   ZSHARD_LOG_INFO(
       "epoch committed",
       {{"epoch", absl::StrCat(epoch)},
@@ -194,16 +283,16 @@ std::optional<TransitionAck> TransitionHandler::Committed(
        {"moves", absl::StrCat(update.moves_size())},
        {"restore", update.has_restore() ? update.restore().dir() : ""}});
   const EpochStart start =
-      workload_->OnEpochCommitted(MakeEpochInfo(update, mine));
+      runner_->OnEpochCommitted(MakeEpochInfo(update, mine));
   if (start == EpochStart::kPending) return std::nullopt;
-  ready_epoch_ = epoch;
+  SetPhaseLocked(EpochPhase::kReady);
   if (rank >= 0) {
-    workload_->Activate(update.resume_step());
+    runner_->Activate(update.resume_step());
   } else {
-    workload_->Pause();
+    runner_->Pause();
   }
   if (!listed_) return std::nullopt;
-  return ActiveAck(workload_->step());
+  return ActiveAck(runner_->step());
 }
 
 void TransitionHandler::Stable(const v1::PlanUpdate& update) {
@@ -216,22 +305,24 @@ void TransitionHandler::Stable(const v1::PlanUpdate& update) {
     committed_epoch_ = epoch;
     rank_ = -1;
     listed_ = false;
-    ready_epoch_ = epoch;
+    SetPhaseLocked(EpochPhase::kStable);
     stable_epoch_ = epoch;
     stable_rank_ = -1;
     if (pending_epoch_ <= epoch) pending_epoch_ = 0;
     SetLogContext("epoch", absl::StrCat(epoch));
     ClearLogContext("rank");
-    workload_->OnEpochStable(epoch);
+    runner_->OnEpochStable(epoch);
     return;
   }
   if (epoch < committed_epoch_) return;  // a later epoch is committed
-  if (ready_epoch_ != epoch) {
+  if (!ReadyLocked()) {
     // Every rank acked ACTIVE, this worker included when it has a rank: a
     // worker that is still preparing it only sent state.
     if (rank_ >= 0) return;
   }
   if (stable_epoch_ != epoch) {
+    SetPhaseLocked(ReadyLocked() ? EpochPhase::kStable
+                                 : EpochPhase::kStableUnready);
     stable_epoch_ = epoch;
     stable_rank_ = rank_;
     ZSHARD_LOG_INFO("epoch stable", {{"epoch", absl::StrCat(epoch)},
@@ -243,17 +334,21 @@ void TransitionHandler::Stable(const v1::PlanUpdate& update) {
     } else {
       ClearLogContext("rank");
     }
-    workload_->OnEpochStable(epoch);
+    runner_->OnEpochStable(epoch);
   }
-  if (rank_ >= 0 && pending_epoch_ == 0 && !workload_->active()) {
-    workload_->Activate(workload_->step());
+  if (rank_ >= 0 && pending_epoch_ == 0 && !runner_->active()) {
+    runner_->Activate(runner_->step());
   }
 }
 
 std::optional<TransitionAck> TransitionHandler::EpochReady(int64_t epoch) {
   absl::MutexLock lock(&mu_);
   if (epoch != committed_epoch_ || pending_epoch_ > epoch) return std::nullopt;
-  ready_epoch_ = epoch;
+  if (phase_ == EpochPhase::kPreparing) {
+    SetPhaseLocked(EpochPhase::kReady);
+  } else if (phase_ == EpochPhase::kStableUnready) {
+    SetPhaseLocked(EpochPhase::kStable);
+  }
   ZSHARD_LOG_INFO("epoch ready", {{"epoch", absl::StrCat(epoch)},
                                   {"rank", absl::StrCat(rank_)}});
   if (!listed_) return std::nullopt;

@@ -1,7 +1,7 @@
 // Follows the coordinator's plan updates for one worker incarnation: stops
-// the workload at a step boundary when an epoch is proposed, hands each
-// committed epoch (with its state moves) to the workload, acks ACTIVE when
-// the workload says the epoch is ready, and tells it when the epoch is
+// the runner at a step boundary when an epoch is proposed, hands each
+// committed epoch (with its state moves) to the runner, acks ACTIVE when
+// the runner says the epoch is ready, and tells it when the epoch is
 // stable (old state may go, ranks step). No gRPC inside: updates in, acks
 // out, so it is tested without a server.
 #pragma once
@@ -14,7 +14,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "client/worker/workload/stepping_workload.h"
+#include "client/worker/runner/runner.h"
+#include "client/worker/runner/state_table.h"
 #include "zshard/v1/types.pb.h"
 #include "zshard/v1/worker_service.pb.h"
 
@@ -32,30 +33,43 @@ struct TransitionAck {
   std::vector<double> commit_values;
 };
 
+// Where the committed epoch this worker applied stands.
+enum class EpochPhase {
+  kPreparing,      // handed to the runner, which prepares it
+  kReady,          // the runner is ready (ACTIVE acked); not yet stable
+  kStableUnready,  // stable while this worker, holding no rank in it,
+                   // still prepares (it only sent state)
+  kStable,         // stable and ready (also the state before any epoch)
+};
+
+const char* EpochPhaseName(EpochPhase phase);
+// The allowed changes of EpochPhase.
+const StateTable<EpochPhase>& EpochPhaseTable();
+
 // Applies plan updates in order. Every update may be delivered more than
 // once (the watch stream replays the current state on reconnect, and a
 // restarted coordinator replays it again); applying it again is harmless:
 // the same ack at most, never a second execution of an epoch's moves.
-// Thread-safe. The handler holds its lock while it calls the workload, so
-// the workload must not wait for its ready callback to return.
+// Thread-safe. The handler holds its lock while it calls the runner, so
+// the runner must not wait for its ready callback to return.
 class TransitionHandler {
  public:
-  // `workload` must outlive the handler.
-  TransitionHandler(std::string worker_id, SteppingWorkload* workload);
+  // `runner` must outlive the handler.
+  TransitionHandler(std::string worker_id, Runner* runner);
 
   // Applies `update`; returns the ack to send, or nullopt when none is due
   // (a stale epoch, an abandoned proposal, an epoch without this worker, a
-  // committed epoch the workload is still preparing, a stable epoch).
+  // committed epoch the runner is still preparing, a stable epoch).
   std::optional<TransitionAck> Apply(const v1::PlanUpdate& update);
 
-  // The workload finished preparing committed epoch `epoch` (its ready
+  // The runner finished preparing committed epoch `epoch` (its ready
   // callback): returns the ACTIVE ack to send, or nullopt when the epoch is
   // no longer the one in force (a later proposal superseded it) or this
   // worker is not listed in it.
   std::optional<TransitionAck> EpochReady(int64_t epoch);
 
   // Observers: never blocked by an update being applied (a heartbeat reads
-  // them while a proposal waits for the workload to stop).
+  // them while a proposal waits for the runner to stop).
   // The last committed epoch this worker applied (0: none yet).
   int64_t epoch() const;
   // This worker's rank in that epoch (-1: spare or not a member).
@@ -79,17 +93,23 @@ class TransitionHandler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Copies the observed fields for the lock-free observers.
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetPhaseLocked(EpochPhase to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The runner said the committed epoch is ready (kReady, kStable).
+  bool ReadyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string worker_id_;
-  SteppingWorkload* const workload_;
+  Runner* const runner_;
   mutable absl::Mutex mu_;
   int64_t committed_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   int rank_ ABSL_GUARDED_BY(mu_) = -1;
   // This worker is listed in the committed epoch (a rank or a spare).
   bool listed_ ABSL_GUARDED_BY(mu_) = false;
   int64_t resume_step_ ABSL_GUARDED_BY(mu_) = 0;
-  // The committed epoch the workload said is ready (0: none).
-  int64_t ready_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // The committed epoch's life cycle: kStable or kStableUnready exactly
+  // when stable_epoch_ == committed_epoch_.
+  EpochPhase phase_ ABSL_GUARDED_BY(mu_) = EpochPhase::kStable;
+  // The last stable epoch (0: none yet) and this worker's rank in it; a
+  // later epoch's commit keeps them (the state held until it is stable).
   int64_t stable_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   int stable_rank_ ABSL_GUARDED_BY(mu_) = -1;
   // The proposed epoch this worker prepared for (0: none).

@@ -59,14 +59,17 @@ void LogEngineMemory(const char* what, int64_t step,
                          {"total_bytes", absl::StrCat(memory.total())}});
 }
 
-namespace {
-
 bool SendsState(const EpochInfo& epoch) {
-  for (const v1::Move& m : epoch.moves) {
-    if (m.from_worker_id() == epoch.worker_id) return true;
+  for (const plan::Move& m : epoch.moves) {
+    if (m.source == plan::MoveSource::kMember &&
+        m.source_member == epoch.worker_id) {
+      return true;
+    }
   }
   return false;
 }
+
+namespace {
 
 // Brings the base engine to resume_step when its commit was pending.
 absl::Status FinishPending(const EpochInfo& epoch, const BuildInput& input) {
@@ -138,6 +141,7 @@ absl::StatusOr<std::unique_ptr<HeldEngine>> BuildEpoch(BuildInput input) {
     move.old_state = old_state;
     move.new_state = buffers.get();
     move.moves = epoch.moves;
+    move.checkpoint_files = epoch.checkpoint_files;
     move.checkpoint_dir = epoch.restore_dir;
     move.store = store;
     move.timeout_ms = input.options.comm_timeout_ms;

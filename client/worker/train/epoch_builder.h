@@ -16,7 +16,7 @@
 #include "client/worker/engine/step_engine.h"
 #include "client/worker/engine/workload.h"
 #include "client/worker/reshard/state_mover.h"
-#include "client/worker/workload/stepping_workload.h"
+#include "client/worker/runner/runner.h"
 #include "common/job/job_spec.h"
 
 namespace zshard::worker {
@@ -75,6 +75,10 @@ struct BuildInput {
   // (Aborted). Must outlive the HeldEngine returned. Required.
   const std::atomic<bool>* cancelled = nullptr;
 };
+
+// True when this worker (epoch.worker_id) is the sender of one of the
+// epoch's moves.
+bool SendsState(const EpochInfo& epoch);
 
 // Logs `memory` per category as line `what` for `step`.
 void LogEngineMemory(const char* what, int64_t step,

@@ -16,13 +16,13 @@ bool IsCheckpointStep(const job::CheckpointSpec& spec, int instance,
          step > 0 && step % spec.every_steps == 0;
 }
 
-absl::Status WriteStepCheckpoint(
-    const job::CheckpointSpec& spec, const EpochInfo& epoch,
-    const engine::StepEngine& engine,
-    const SteppingWorkload::CheckpointReporter& report) {
+absl::Status WriteStepCheckpoint(const job::CheckpointSpec& spec,
+                                 const EpochInfo& epoch,
+                                 const engine::StepEngine& engine,
+                                 const Runner::CheckpointReporter& report) {
   const int64_t step = engine.step();
   const std::string dir = checkpoint::StepDir(spec.dir, step);
-  absl::StatusOr<v1::CheckpointFile> file = checkpoint::WriteRankFile(
+  absl::StatusOr<checkpoint::RankFileInfo> file = checkpoint::WriteRankFile(
       engine.buffers(), dir, epoch.rank, step, engine.adam_step());
   if (!file.ok()) {
     ZSHARD_LOG_WARN("checkpoint write failed",
@@ -31,11 +31,10 @@ absl::Status WriteStepCheckpoint(
                      {"error", std::string(file.status().message())}});
     return file.status();
   }
-  ZSHARD_LOG_INFO("checkpoint written",
-                  {{"step", absl::StrCat(step)},
-                   {"dir", dir},
-                   {"file", file->path()},
-                   {"bytes", absl::StrCat(file->bytes())}});
+  ZSHARD_LOG_INFO("checkpoint written", {{"step", absl::StrCat(step)},
+                                         {"dir", dir},
+                                         {"file", file->path},
+                                         {"bytes", absl::StrCat(file->bytes)}});
   if (!report) return absl::OkStatus();
   absl::Status reported =
       report(epoch.epoch, step, engine.adam_step(), dir, *file);

@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "client/worker/engine/step_engine.h"
-#include "client/worker/workload/stepping_workload.h"
+#include "client/worker/runner/runner.h"
 #include "common/job/job_spec.h"
 
 namespace zshard::worker {
@@ -22,9 +22,9 @@ bool IsCheckpointStep(const job::CheckpointSpec& spec, int instance,
 // engine.step() and reports it through `report` (which may be empty:
 // nothing is reported). Returns the write's or report's error, already
 // logged.
-absl::Status WriteStepCheckpoint(
-    const job::CheckpointSpec& spec, const EpochInfo& epoch,
-    const engine::StepEngine& engine,
-    const SteppingWorkload::CheckpointReporter& report);
+absl::Status WriteStepCheckpoint(const job::CheckpointSpec& spec,
+                                 const EpochInfo& epoch,
+                                 const engine::StepEngine& engine,
+                                 const Runner::CheckpointReporter& report);
 
 }  // namespace zshard::worker

@@ -1,6 +1,6 @@
-// Test support: the moves of a transition as the coordinator sends them,
-// planned with plan::PlanMoves from two plans' ownerships and converted to
-// v1::Move (checkpoint sources name their fragment's file).
+// Test support: the moves of a transition as the worker's session hands
+// them to the mover, planned with plan::PlanMoves from two plans'
+// ownerships (checkpoint sources index the fragments' files).
 #pragma once
 
 #include <string>
@@ -9,7 +9,6 @@
 #include "common/plan/moves.h"
 #include "common/plan/ownership.h"
 #include "gtest/gtest.h"
-#include "zshard/v1/types.pb.h"
 
 namespace zshard::testing {
 
@@ -19,31 +18,11 @@ inline std::vector<plan::Member> Members(const std::vector<std::string>& ids) {
   return out;
 }
 
-inline v1::Move ToProto(const plan::Move& m,
-                        const std::vector<std::string>& fragment_files) {
-  v1::Move out;
-  out.set_from_rank(m.source == plan::MoveSource::kMember ? m.source_rank : -1);
-  out.set_to_rank(m.dest_rank);
-  out.set_buffer(m.dest_buffer);
-  out.set_bucket(m.dest_bucket);
-  out.set_offset(m.dest_offset_in_bucket);
-  out.set_length(m.elements());
-  out.set_from_worker_id(m.source_member);
-  out.set_to_worker_id(m.dest_member);
-  out.set_param_index(m.param_index);
-  out.set_expert_rank(m.expert_rank);
-  out.set_begin(m.begin);
-  out.set_end(m.end);
-  if (m.source == plan::MoveSource::kCheckpoint) {
-    out.set_checkpoint_file(fragment_files.at(m.fragment));
-  }
-  return out;
-}
-
-// The plan's moves in the coordinator's form, and the plan itself.
+// The plan's moves, the files their fragments name, and the plan itself.
 struct Transition {
   plan::MovePlan plan;
-  std::vector<v1::Move> moves;
+  std::vector<plan::Move> moves;
+  std::vector<std::string> checkpoint_files;
 };
 
 inline Transition PlanTransition(
@@ -68,9 +47,8 @@ inline Transition PlanTransition(
   EXPECT_TRUE(moves.ok()) << moves.status();
   Transition t;
   t.plan = *moves;
-  for (const plan::Move& m : moves->moves) {
-    t.moves.push_back(ToProto(m, fragment_files));
-  }
+  t.moves = moves->moves;
+  t.checkpoint_files = fragment_files;
   return t;
 }
 

@@ -32,13 +32,12 @@ class CheckpointMovesTest : public ::testing::Test {
     for (int r = 0; r < 2; ++r) {
       auto state = testing::FreshBuffers(model_, two, r);
       testing::FillPattern(*state);
-      absl::StatusOr<v1::CheckpointFile> file =
+      absl::StatusOr<checkpoint::RankFileInfo> file =
           checkpoint::WriteRankFile(*state, dir_, r, 20, 19);
       ASSERT_TRUE(file.ok()) << file.status();
-      for (const v1::ParamRange& range : file->ranges()) {
-        fragments_.push_back({range.param_index(), range.expert_rank(),
-                              range.begin(), range.end()});
-        fragment_files_.push_back(file->path());
+      for (const plan::CheckpointFragment& range : file->ranges) {
+        fragments_.push_back(range);
+        fragment_files_.push_back(file->path);
       }
     }
   }
@@ -60,6 +59,7 @@ class CheckpointMovesTest : public ::testing::Test {
       in.self = members[r];
       in.new_state = states.back().get();
       in.moves = t.moves;
+      in.checkpoint_files = t.checkpoint_files;
       in.checkpoint_dir = dir_;
       // No member moves: no communicator, so no store either.
       StateMover mover(std::move(in));
@@ -107,8 +107,10 @@ TEST_F(CheckpointMovesTest, CorruptFileIsDataLoss) {
   int failed = 0;
   for (int r = 0; r < 3; ++r) {
     bool reads_it = false;
-    for (const v1::Move& m : t.moves) {
-      reads_it |= m.to_rank() == r && m.checkpoint_file() == "rank-00001.zsc";
+    for (const plan::Move& m : t.moves) {
+      reads_it |= m.dest_rank == r &&
+                  m.source == plan::MoveSource::kCheckpoint &&
+                  t.checkpoint_files.at(m.fragment) == "rank-00001.zsc";
     }
     if (!reads_it) {
       EXPECT_TRUE(stats[r].ok()) << stats[r].status();

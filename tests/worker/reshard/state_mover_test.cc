@@ -60,7 +60,7 @@ std::vector<Worker> MakeWorkers(const plan::ModelSpec& model,
                                 const std::vector<std::string>& alive,
                                 const plan::Plan& new_plan,
                                 const std::vector<std::string>& new_members,
-                                const std::vector<v1::Move>& moves,
+                                const std::vector<plan::Move>& moves,
                                 comm::KvStore* store, int64_t timeout_ms,
                                 size_t chunk_bytes = size_t{4} << 20) {
   std::set<std::string> ids(alive.begin(), alive.end());
@@ -221,7 +221,7 @@ TEST(StateMoverSpareTest, MovesExactlyTheDeadRanksState) {
     }
   }
   // The dead rank 3's replica is rank 1 of instance 0: only "b" sends.
-  for (const v1::Move& m : t.moves) EXPECT_EQ(m.from_worker_id(), "b");
+  for (const plan::Move& m : t.moves) EXPECT_EQ(m.source_member, "b");
 }
 
 // One sender "a" (W=1) and one receiver "b" joining (W=2).
@@ -324,18 +324,19 @@ TEST(StateMoverFaultTest, AbortMidTransferReturnsPromptly) {
 TEST(StateMoverFaultTest, MoveOutsideTheBuffersIsInvalidArgument) {
   Pair pair;
   auto buffers = testing::FreshBuffers(pair.model, pair.two, 1);
-  v1::Move bad;
-  bad.set_from_rank(-1);
-  bad.set_to_rank(1);
-  bad.set_to_worker_id("b");
-  bad.set_param_index(2);
-  bad.set_begin(0);
-  bad.set_end(1900);  // rank 1 owns only part of p2
-  bad.set_checkpoint_file("rank-00000.zsc");
+  plan::Move bad;
+  bad.source = plan::MoveSource::kCheckpoint;
+  bad.fragment = 0;
+  bad.dest_rank = 1;
+  bad.dest_member = "b";
+  bad.param_index = 2;
+  bad.begin = 0;
+  bad.end = 1900;  // rank 1 owns only part of p2
   MoveInput in;
   in.self = "b";
   in.new_state = buffers.get();
   in.moves = {bad};
+  in.checkpoint_files = {"rank-00000.zsc"};
   StateMover mover(std::move(in));
   absl::StatusOr<MoveStats> stats = mover.Run();
   EXPECT_EQ(stats.status().code(), absl::StatusCode::kInvalidArgument)

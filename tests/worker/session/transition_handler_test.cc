@@ -3,7 +3,7 @@
 
 #include "client/worker/session/transition_handler.h"
 
-#include "client/worker/workload/idle_workload.h"
+#include "client/worker/runner/idle_runner.h"
 #include "gtest/gtest.h"
 
 namespace zshard::worker {
@@ -27,8 +27,8 @@ v1::PlanUpdate Update(int64_t epoch, v1::PlanPhase phase,
 class TransitionHandlerTest : public ::testing::Test {
  protected:
   // A long delay: the step moves only when the test sets it.
-  IdleWorkload workload_{{/*step_delay_ms=*/600000, /*steps=*/0}};
-  TransitionHandler handler_{"w1", &workload_};
+  IdleRunner runner_{{/*step_delay_ms=*/600000, /*steps=*/0}};
+  TransitionHandler handler_{"w1", &runner_};
 };
 
 TEST_F(TransitionHandlerTest, ProposeCommitActivates) {
@@ -38,14 +38,14 @@ TEST_F(TransitionHandlerTest, ProposeCommitActivates) {
   EXPECT_EQ(ack->epoch, 1);
   EXPECT_EQ(ack->phase, v1::ACK_PHASE_PREPARED);
   EXPECT_EQ(ack->step, 0);
-  EXPECT_FALSE(workload_.active());
+  EXPECT_FALSE(runner_.active());
 
   ack = handler_.Apply(
       Update(1, v1::PLAN_PHASE_COMMITTED, {{"w0", 0}, {"w1", 1}}, 7));
   ASSERT_TRUE(ack.has_value());
   EXPECT_EQ(ack->phase, v1::ACK_PHASE_ACTIVE);
   EXPECT_EQ(ack->step, 7);
-  EXPECT_TRUE(workload_.active());
+  EXPECT_TRUE(runner_.active());
   EXPECT_EQ(handler_.epoch(), 1);
   EXPECT_EQ(handler_.rank(), 1);
 }
@@ -57,30 +57,30 @@ TEST_F(TransitionHandlerTest, SpareAcksButDoesNotStep) {
       Update(1, v1::PLAN_PHASE_COMMITTED, {{"w0", 0}, {"w1", -1}}, 3));
   ASSERT_TRUE(ack.has_value());
   EXPECT_EQ(ack->phase, v1::ACK_PHASE_ACTIVE);
-  EXPECT_FALSE(workload_.active());
+  EXPECT_FALSE(runner_.active());
   EXPECT_EQ(handler_.rank(), -1);
 }
 
 TEST_F(TransitionHandlerTest, ReplayOfCommittedEpochKeepsOwnStep) {
   handler_.Apply(Update(2, v1::PLAN_PHASE_COMMITTED, {{"w1", 0}}, 5));
-  workload_.Activate(40);  // Stepped on while the coordinator was away.
+  runner_.Activate(40);  // Stepped on while the coordinator was away.
   auto ack =
       handler_.Apply(Update(2, v1::PLAN_PHASE_COMMITTED, {{"w1", 0}}, 5));
   ASSERT_TRUE(ack.has_value());
   EXPECT_EQ(ack->step, 40);
-  EXPECT_EQ(workload_.step(), 40);
-  EXPECT_TRUE(workload_.active());
+  EXPECT_EQ(runner_.step(), 40);
+  EXPECT_TRUE(runner_.active());
 }
 
 TEST_F(TransitionHandlerTest, AbandonedProposalResumes) {
   handler_.Apply(Update(1, v1::PLAN_PHASE_COMMITTED, {{"w1", 0}}, 0));
-  workload_.Activate(9);
+  runner_.Activate(9);
   ASSERT_TRUE(handler_.Apply(
       Update(2, v1::PLAN_PHASE_PROPOSED, {{"w1", 0}, {"w2", 1}})));
-  EXPECT_FALSE(workload_.active());
+  EXPECT_FALSE(runner_.active());
   EXPECT_FALSE(handler_.Apply(Update(2, v1::PLAN_PHASE_ABANDONED, {})));
-  EXPECT_TRUE(workload_.active());
-  EXPECT_EQ(workload_.step(), 9);
+  EXPECT_TRUE(runner_.active());
+  EXPECT_EQ(runner_.step(), 9);
   EXPECT_EQ(handler_.epoch(), 1);
 }
 
@@ -92,7 +92,7 @@ TEST_F(TransitionHandlerTest, StaleAndForeignUpdatesGetNoAck) {
   EXPECT_EQ(handler_.epoch(), 3);
   // An epoch without this worker: it stops and acks nothing.
   EXPECT_FALSE(handler_.Apply(Update(4, v1::PLAN_PHASE_PROPOSED, {{"w9", 0}})));
-  EXPECT_FALSE(workload_.active());
+  EXPECT_FALSE(runner_.active());
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // Tests of the transition handler's re-sharding phases against a fake
-// workload: PREPARED acks carry the workload's state and come from base
+// runner: PREPARED acks carry the runner's state and come from base
 // rank holders outside the new epoch; a committed epoch is handed over
-// whole and acked ACTIVE only when the workload says it is ready; STABLE
-// reaches the workload once; replays never prepare an epoch twice.
+// whole and acked ACTIVE only when the runner says it is ready; STABLE
+// reaches the runner once; replays never prepare an epoch twice.
 
 #include <string>
 #include <utility>
@@ -15,7 +15,7 @@ namespace zshard::worker {
 namespace {
 
 // Records what the handler tells it; prepares every epoch "later".
-class FakeWorkload : public SteppingWorkload {
+class FakeRunner : public Runner {
  public:
   void OnProposed(int64_t epoch, int64_t base_epoch) override {
     proposed.emplace_back(epoch, base_epoch);
@@ -84,12 +84,12 @@ class TransitionPhasesTest : public ::testing::Test {
         Update(epoch, v1::PLAN_PHASE_STABLE, 0, {{"w0", 0}, {"w1", rank}}));
   }
 
-  FakeWorkload workload_;
-  TransitionHandler handler_{"w1", &workload_};
+  FakeRunner runner_;
+  TransitionHandler handler_{"w1", &runner_};
 };
 
 TEST_F(TransitionPhasesTest, PreparedAckCarriesTheWorkloadState) {
-  workload_.prepared = {12, 11, true, {3.0, 4.5, 0.25}};
+  runner_.prepared = {12, 11, true, {3.0, 4.5, 0.25}};
   auto ack = handler_.Apply(
       Update(1, v1::PLAN_PHASE_PROPOSED, 0, {{"w0", 0}, {"w1", 1}}));
   ASSERT_TRUE(ack.has_value());
@@ -98,9 +98,70 @@ TEST_F(TransitionPhasesTest, PreparedAckCarriesTheWorkloadState) {
   EXPECT_EQ(ack->adam_step, 11);
   EXPECT_TRUE(ack->commit_pending);
   EXPECT_EQ(ack->commit_values, (std::vector<double>{3.0, 4.5, 0.25}));
-  EXPECT_EQ(workload_.pauses, 1);
-  ASSERT_EQ(workload_.proposed.size(), 1u);
-  EXPECT_EQ(workload_.proposed[0], (std::pair<int64_t, int64_t>{1, 0}));
+  EXPECT_EQ(runner_.pauses, 1);
+  ASSERT_EQ(runner_.proposed.size(), 1u);
+  EXPECT_EQ(runner_.proposed[0], (std::pair<int64_t, int64_t>{1, 0}));
+}
+
+TEST_F(TransitionPhasesTest, CommitConvertsMovesAndAssignmentsOnce) {
+  v1::PlanUpdate commit =
+      Update(4, v1::PLAN_PHASE_COMMITTED, 3, {{"w0", 0}, {"w1", 1}});
+  (*commit.mutable_assignments(1)->mutable_labels())["node"] = "n1";
+  commit.mutable_assignments(1)->set_address("10.0.0.2:7000");
+  v1::Move* sent = commit.add_moves();
+  sent->set_from_rank(0);
+  sent->set_to_rank(1);
+  sent->set_buffer(1);
+  sent->set_bucket(2);
+  sent->set_offset(30);
+  sent->set_from_worker_id("w0");
+  sent->set_to_worker_id("w1");
+  sent->set_param_index(2);
+  sent->set_expert_rank(1);
+  sent->set_begin(10);
+  sent->set_end(20);
+  // Three checkpoint reads from two files: each file is listed once.
+  for (const char* file :
+       {"rank-00001.zsc", "rank-00000.zsc", "rank-00001.zsc"}) {
+    v1::Move* read = commit.add_moves();
+    read->set_from_rank(-1);
+    read->set_to_worker_id("w1");
+    read->set_checkpoint_file(file);
+  }
+  handler_.Apply(commit);
+  ASSERT_EQ(runner_.committed.size(), 1u);
+  const EpochInfo& info = runner_.committed[0];
+  ASSERT_EQ(info.moves.size(), 4u);
+  const plan::Move& m = info.moves[0];
+  EXPECT_EQ(m.source, plan::MoveSource::kMember);
+  EXPECT_EQ(m.source_member, "w0");
+  EXPECT_EQ(m.source_rank, 0);
+  EXPECT_EQ(m.fragment, -1);
+  EXPECT_EQ(m.dest_member, "w1");
+  EXPECT_EQ(m.dest_rank, 1);
+  EXPECT_EQ(m.dest_buffer, 1);
+  EXPECT_EQ(m.dest_bucket, 2);
+  EXPECT_EQ(m.dest_offset_in_bucket, 30);
+  EXPECT_EQ(m.param_index, 2);
+  EXPECT_EQ(m.expert_rank, 1);
+  EXPECT_EQ(m.begin, 10);
+  EXPECT_EQ(m.end, 20);
+  EXPECT_EQ(info.checkpoint_files,
+            (std::vector<std::string>{"rank-00001.zsc", "rank-00000.zsc"}));
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_EQ(info.moves[i].source, plan::MoveSource::kCheckpoint);
+    EXPECT_EQ(info.moves[i].source_rank, -1);
+  }
+  EXPECT_EQ(info.moves[1].fragment, 0);
+  EXPECT_EQ(info.moves[2].fragment, 1);
+  EXPECT_EQ(info.moves[3].fragment, 0);
+  ASSERT_EQ(info.assignments.size(), 2u);
+  EXPECT_EQ(info.assignments[1].worker_id, "w1");
+  EXPECT_EQ(info.assignments[1].address, "10.0.0.2:7000");
+  EXPECT_EQ(info.assignments[1].rank, 1);
+  EXPECT_EQ(info.assignments[1].instance, 0);
+  EXPECT_EQ(info.assignments[1].shard_rank, 1);
+  EXPECT_EQ(info.assignments[1].labels.at("node"), "n1");
 }
 
 TEST_F(TransitionPhasesTest, BaseRankHolderOutsideTheNewEpochPrepares) {
@@ -116,7 +177,7 @@ TEST_F(TransitionPhasesTest, NonHolderOutsideTheNewEpochDoesNotPrepare) {
   MakeStable(1, -1);  // a spare of epoch 1
   EXPECT_FALSE(
       handler_.Apply(Update(2, v1::PLAN_PHASE_PROPOSED, 1, {{"w0", 0}})));
-  EXPECT_FALSE(workload_.active());
+  EXPECT_FALSE(runner_.active());
 }
 
 TEST_F(TransitionPhasesTest, CommitHandsTheWholeEpochOverAndAcksWhenReady) {
@@ -136,8 +197,8 @@ TEST_F(TransitionPhasesTest, CommitHandsTheWholeEpochOverAndAcksWhenReady) {
   move->set_begin(10);
   move->set_end(20);
   EXPECT_FALSE(handler_.Apply(commit));  // not ready yet: no ack
-  ASSERT_EQ(workload_.committed.size(), 1u);
-  const EpochInfo& info = workload_.committed[0];
+  ASSERT_EQ(runner_.committed.size(), 1u);
+  const EpochInfo& info = runner_.committed[0];
   EXPECT_EQ(info.epoch, 4);
   EXPECT_EQ(info.base_epoch, 3);
   EXPECT_EQ(info.rank, 1);
@@ -152,9 +213,9 @@ TEST_F(TransitionPhasesTest, CommitHandsTheWholeEpochOverAndAcksWhenReady) {
   EXPECT_TRUE(info.restore);
   EXPECT_EQ(info.restore_dir, "/ckpt/step-00000030");
   ASSERT_EQ(info.moves.size(), 1u);
-  EXPECT_EQ(info.moves[0].param_index(), 2);
+  EXPECT_EQ(info.moves[0].param_index, 2);
   EXPECT_EQ(info.assignments.size(), 2u);
-  EXPECT_EQ(workload_.activations, 0);  // steps only once stable
+  EXPECT_EQ(runner_.activations, 0);  // steps only once stable
 
   auto ack = handler_.EpochReady(4);
   ASSERT_TRUE(ack.has_value());
@@ -169,32 +230,32 @@ TEST_F(TransitionPhasesTest, CommitReplayNeverPreparesTwice) {
   const v1::PlanUpdate commit =
       Update(2, v1::PLAN_PHASE_COMMITTED, 1, {{"w0", 0}, {"w1", 1}});
   EXPECT_FALSE(handler_.Apply(commit));
-  // Replayed while the workload is still preparing: no ack, no second run.
+  // Replayed while the runner is still preparing: no ack, no second run.
   EXPECT_FALSE(handler_.Apply(commit));
-  EXPECT_EQ(workload_.committed.size(), 1u);
+  EXPECT_EQ(runner_.committed.size(), 1u);
   ASSERT_TRUE(handler_.EpochReady(2).has_value());
   // Replayed once ready (the first ACTIVE ack may have been lost): the ack
   // again, still no second run.
   auto ack = handler_.Apply(commit);
   ASSERT_TRUE(ack.has_value());
   EXPECT_EQ(ack->phase, v1::ACK_PHASE_ACTIVE);
-  EXPECT_EQ(workload_.committed.size(), 1u);
+  EXPECT_EQ(runner_.committed.size(), 1u);
   // A stale proposal of the same epoch is ignored.
   EXPECT_FALSE(handler_.Apply(
       Update(2, v1::PLAN_PHASE_PROPOSED, 1, {{"w0", 0}, {"w1", 1}})));
-  EXPECT_EQ(workload_.committed.size(), 1u);
+  EXPECT_EQ(runner_.committed.size(), 1u);
 }
 
 TEST_F(TransitionPhasesTest, StableReachesTheWorkloadOnce) {
   MakeStable(1, 1);
-  EXPECT_EQ(workload_.stable, (std::vector<int64_t>{1}));
+  EXPECT_EQ(runner_.stable, (std::vector<int64_t>{1}));
   EXPECT_EQ(handler_.stable_epoch(), 1);
   EXPECT_EQ(handler_.stable_rank(), 1);
   EXPECT_FALSE(handler_.Apply(
       Update(1, v1::PLAN_PHASE_STABLE, 0, {{"w0", 0}, {"w1", 1}})));
-  EXPECT_EQ(workload_.stable, (std::vector<int64_t>{1}));
+  EXPECT_EQ(runner_.stable, (std::vector<int64_t>{1}));
   // The fake ignores OnEpochStable: the handler re-activates the rank.
-  EXPECT_TRUE(workload_.active());
+  EXPECT_TRUE(runner_.active());
 }
 
 TEST_F(TransitionPhasesTest, StableOfAnUnseenEpochIsRecorded) {
@@ -204,8 +265,8 @@ TEST_F(TransitionPhasesTest, StableOfAnUnseenEpochIsRecorded) {
   EXPECT_EQ(handler_.epoch(), 5);
   EXPECT_EQ(handler_.stable_epoch(), 5);
   EXPECT_EQ(handler_.stable_rank(), -1);
-  EXPECT_TRUE(workload_.committed.empty());
-  EXPECT_FALSE(workload_.active());
+  EXPECT_TRUE(runner_.committed.empty());
+  EXPECT_FALSE(runner_.active());
   // It takes part in the next proposal, which names that base.
   auto ack = handler_.Apply(
       Update(6, v1::PLAN_PHASE_PROPOSED, 5, {{"w0", 0}, {"w1", 1}}));
@@ -222,7 +283,7 @@ TEST_F(TransitionPhasesTest, ReadyAfterANewerProposalIsNotAcked) {
   auto prepared =
       handler_.Apply(Update(3, v1::PLAN_PHASE_PROPOSED, 1, {{"w1", 0}}));
   ASSERT_TRUE(prepared.has_value());
-  EXPECT_EQ(workload_.proposed.back(), (std::pair<int64_t, int64_t>{3, 1}));
+  EXPECT_EQ(runner_.proposed.back(), (std::pair<int64_t, int64_t>{3, 1}));
   EXPECT_FALSE(handler_.EpochReady(2).has_value());
 }
 
@@ -236,8 +297,8 @@ TEST_F(TransitionPhasesTest, SenderOnlyEpochBecomesStableWithoutARank) {
   handler_.Apply(Update(2, v1::PLAN_PHASE_STABLE, 1, {{"w0", 0}}));
   EXPECT_EQ(handler_.stable_epoch(), 2);
   EXPECT_EQ(handler_.stable_rank(), -1);
-  EXPECT_EQ(workload_.stable, (std::vector<int64_t>{1, 2}));
-  EXPECT_FALSE(workload_.active());
+  EXPECT_EQ(runner_.stable, (std::vector<int64_t>{1, 2}));
+  EXPECT_FALSE(runner_.active());
 }
 
 TEST_F(TransitionPhasesTest, ProposalOnAMissedStableEpochAppliesItFirst) {
@@ -248,14 +309,14 @@ TEST_F(TransitionPhasesTest, ProposalOnAMissedStableEpochAppliesItFirst) {
   // STABLE 1 was never delivered; epoch 2 names it as its base.
   ASSERT_TRUE(handler_.Apply(
       Update(2, v1::PLAN_PHASE_PROPOSED, 1, {{"w0", 0}, {"w1", 1}})));
-  EXPECT_EQ(workload_.stable, (std::vector<int64_t>{1}));
+  EXPECT_EQ(runner_.stable, (std::vector<int64_t>{1}));
   EXPECT_EQ(handler_.stable_epoch(), 1);
   EXPECT_EQ(handler_.stable_rank(), 1);
-  EXPECT_FALSE(workload_.active());  // paused after it
+  EXPECT_FALSE(runner_.active());  // paused after it
 }
 
 TEST_F(TransitionPhasesTest, ReadyAtOnceAcksAtOnce) {
-  workload_.start = EpochStart::kReady;
+  runner_.start = EpochStart::kReady;
   v1::PlanUpdate commit =
       Update(1, v1::PLAN_PHASE_COMMITTED, 0, {{"w0", 0}, {"w1", 1}});
   commit.set_resume_step(3);
@@ -263,7 +324,7 @@ TEST_F(TransitionPhasesTest, ReadyAtOnceAcksAtOnce) {
   ASSERT_TRUE(ack.has_value());
   EXPECT_EQ(ack->phase, v1::ACK_PHASE_ACTIVE);
   EXPECT_EQ(ack->step, 3);
-  EXPECT_TRUE(workload_.active());
+  EXPECT_TRUE(runner_.active());
 }
 
 }  // namespace

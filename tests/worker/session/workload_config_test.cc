@@ -1,6 +1,6 @@
 // Tests of reading the workload section of the job spec.
 
-#include "client/worker/workload/workload_config.h"
+#include "client/worker/runner/workload_config.h"
 
 #include "gtest/gtest.h"
 

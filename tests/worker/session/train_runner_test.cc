@@ -1,4 +1,4 @@
-// TrainWorkload on a one-rank world (no peers, no rendezvous): it builds
+// TrainRunner on a one-rank world (no peers, no rendezvous): it builds
 // its first epoch when committed and steps only once the epoch is stable,
 // to the job's end with a master dump; it refuses a plan hash it cannot
 // reproduce; it re-shards into a new epoch (state kept through the
@@ -6,7 +6,7 @@
 // an undisturbed run; it writes and reports checkpoints, and a restore from
 // one ends with the same masters too.
 
-#include "client/worker/train/train_workload.h"
+#include "client/worker/train/train_runner.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -68,16 +68,16 @@ EpochInfo OneRankEpoch(const job::JobSpec& job, int64_t epoch,
 }
 
 std::string FreshDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/train_workload_" + name;
+  const std::string dir = ::testing::TempDir() + "/train_runner_" + name;
   std::filesystem::remove_all(dir);
   return dir;
 }
 
-class TrainWorkloadTest : public ::testing::Test {
+class TrainRunnerTest : public ::testing::Test {
  protected:
-  std::unique_ptr<TrainWorkload> Make(const job::JobSpec& job,
-                                      const TrainWorkload::Options& options) {
-    auto workload = std::make_unique<TrainWorkload>(
+  std::unique_ptr<TrainRunner> Make(const job::JobSpec& job,
+                                    const TrainRunner::Options& options) {
+    auto workload = std::make_unique<TrainRunner>(
         options, job,
         [](int64_t) -> std::unique_ptr<comm::KvStore> { return nullptr; },
         [this](int64_t epoch, const engine::StepTelemetry& t) {
@@ -90,7 +90,7 @@ class TrainWorkloadTest : public ::testing::Test {
     });
     workload->SetCheckpointReporter(
         [this](int64_t epoch, int64_t step, int64_t adam_step,
-               const std::string& dir, const v1::CheckpointFile& file) {
+               const std::string& dir, const checkpoint::RankFileInfo& file) {
           absl::MutexLock lock(&mu_);
           EXPECT_EQ(epoch, 1);
           EXPECT_EQ(adam_step, step);
@@ -104,7 +104,7 @@ class TrainWorkloadTest : public ::testing::Test {
     return std::find(ready_.begin(), ready_.end(), epoch) != ready_.end();
   }
   // Commits `epoch` and waits until it is ready; then makes it stable.
-  void Start(TrainWorkload& workload, const EpochInfo& epoch) {
+  void Start(TrainRunner& workload, const EpochInfo& epoch) {
     ASSERT_EQ(workload.OnEpochCommitted(epoch), EpochStart::kPending);
     ASSERT_TRUE(WaitFor([&] { return Ready(epoch.epoch); }, kTimeoutMs, 1))
         << workload.failure();
@@ -117,7 +117,7 @@ class TrainWorkloadTest : public ::testing::Test {
   }
   // Runs `job` undisturbed and returns its dump directory.
   std::string Undisturbed(const job::JobSpec& job, const std::string& name) {
-    TrainWorkload::Options options;
+    TrainRunner::Options options;
     options.dump_master_dir = FreshDir(name);
     options.engine.adam_threads = 1;
     auto workload = Make(job, options);
@@ -137,13 +137,13 @@ class TrainWorkloadTest : public ::testing::Test {
   absl::Mutex mu_;
   std::vector<std::pair<int64_t, int64_t>> steps_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> ready_ ABSL_GUARDED_BY(mu_);
-  std::map<int64_t, std::pair<std::string, v1::CheckpointFile>> checkpoints_
-      ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, std::pair<std::string, checkpoint::RankFileInfo>>
+      checkpoints_ ABSL_GUARDED_BY(mu_);
 };
 
-TEST_F(TrainWorkloadTest, StepsOnceStableToTheEndAndDumpsMasters) {
+TEST_F(TrainRunnerTest, StepsOnceStableToTheEndAndDumpsMasters) {
   const job::JobSpec job = SyntheticJob(5);
-  TrainWorkload::Options options;
+  TrainRunner::Options options;
   options.dump_master_dir = FreshDir("masters");
   options.engine.adam_threads = 1;
   auto workload = Make(job, options);
@@ -158,7 +158,7 @@ TEST_F(TrainWorkloadTest, StepsOnceStableToTheEndAndDumpsMasters) {
       std::filesystem::exists(options.dump_master_dir + "/index-0.json"));
 }
 
-TEST_F(TrainWorkloadTest, PlanHashMismatchFails) {
+TEST_F(TrainRunnerTest, PlanHashMismatchFails) {
   const job::JobSpec job = SyntheticJob(5);
   auto workload = Make(job, {});
   EpochInfo epoch = OneRankEpoch(job, 1, 0);
@@ -173,7 +173,7 @@ TEST_F(TrainWorkloadTest, PlanHashMismatchFails) {
   EXPECT_EQ(workload->step(), 0);
 }
 
-TEST_F(TrainWorkloadTest, NoRankAndNothingToSendIsReadyAtOnce) {
+TEST_F(TrainRunnerTest, NoRankAndNothingToSendIsReadyAtOnce) {
   const job::JobSpec job = SyntheticJob(5);
   auto workload = Make(job, {});
   EpochInfo epoch = OneRankEpoch(job, 1, 0);
@@ -182,7 +182,7 @@ TEST_F(TrainWorkloadTest, NoRankAndNothingToSendIsReadyAtOnce) {
   EXPECT_EQ(workload->Pause(), 0);
 }
 
-TEST_F(TrainWorkloadTest, ReshardedRunEndsWithTheUndisturbedMasters) {
+TEST_F(TrainRunnerTest, ReshardedRunEndsWithTheUndisturbedMasters) {
   const job::JobSpec job = SyntheticJob(8, /*step_delay_ms=*/20);
   const std::string reference = Undisturbed(job, "reference");
   {
@@ -190,7 +190,7 @@ TEST_F(TrainWorkloadTest, ReshardedRunEndsWithTheUndisturbedMasters) {
     steps_.clear();
   }
 
-  TrainWorkload::Options options;
+  TrainRunner::Options options;
   options.dump_master_dir = FreshDir("resharded");
   options.engine.adam_threads = 1;
   auto workload = Make(job, options);
@@ -223,7 +223,7 @@ TEST_F(TrainWorkloadTest, ReshardedRunEndsWithTheUndisturbedMasters) {
   ExpectSameMasters(job, reference, options.dump_master_dir);
 }
 
-TEST_F(TrainWorkloadTest, BrokenNextEpochIsDroppedAndTheBaseKept) {
+TEST_F(TrainRunnerTest, BrokenNextEpochIsDroppedAndTheBaseKept) {
   const job::JobSpec job = SyntheticJob(0, /*step_delay_ms=*/5);
   auto workload = Make(job, {});
   Start(*workload, OneRankEpoch(job, 1, 0));
@@ -246,12 +246,12 @@ TEST_F(TrainWorkloadTest, BrokenNextEpochIsDroppedAndTheBaseKept) {
       WaitFor([&] { return workload->step() > stopped; }, kTimeoutMs, 1));
 }
 
-TEST_F(TrainWorkloadTest, CheckpointsAreWrittenReportedAndRestorable) {
+TEST_F(TrainRunnerTest, CheckpointsAreWrittenReportedAndRestorable) {
   job::JobSpec job = SyntheticJob(8);
   job.checkpoint.dir = FreshDir("checkpoints");
   job.checkpoint.every_steps = 3;
   const std::string reference = Undisturbed(job, "checkpoint_reference");
-  std::pair<std::string, v1::CheckpointFile> at6;
+  std::pair<std::string, checkpoint::RankFileInfo> at6;
   {
     absl::MutexLock lock(&mu_);
     EXPECT_EQ(checkpoints_.size(), 2u);  // steps 3 and 6
@@ -259,11 +259,11 @@ TEST_F(TrainWorkloadTest, CheckpointsAreWrittenReportedAndRestorable) {
     at6 = checkpoints_[6];
   }
   EXPECT_EQ(at6.first, checkpoint::StepDir(job.checkpoint.dir, 6));
-  EXPECT_TRUE(std::filesystem::exists(at6.first + "/" + at6.second.path()));
+  EXPECT_TRUE(std::filesystem::exists(at6.first + "/" + at6.second.path));
 
   // A restore: a fresh worker loads every range from the step-6 files.
   job.checkpoint.every_steps = 0;
-  TrainWorkload::Options options;
+  TrainRunner::Options options;
   options.dump_master_dir = FreshDir("restored");
   options.engine.adam_threads = 1;
   auto workload = Make(job, options);
@@ -272,17 +272,17 @@ TEST_F(TrainWorkloadTest, CheckpointsAreWrittenReportedAndRestorable) {
   restore.restore_dir = at6.first;
   restore.resume_step = 6;
   restore.resume_adam_step = 6;
-  for (const v1::ParamRange& range : at6.second.ranges()) {
-    v1::Move move;
-    move.set_from_rank(-1);
-    move.set_to_rank(0);
-    move.set_to_worker_id("w0");
-    move.set_param_index(range.param_index());
-    move.set_expert_rank(range.expert_rank());
-    move.set_begin(range.begin());
-    move.set_end(range.end());
-    move.set_length(range.end() - range.begin());
-    move.set_checkpoint_file(at6.second.path());
+  restore.checkpoint_files = {at6.second.path};
+  for (const plan::CheckpointFragment& range : at6.second.ranges) {
+    plan::Move move;
+    move.source = plan::MoveSource::kCheckpoint;
+    move.fragment = 0;
+    move.dest_rank = 0;
+    move.dest_member = "w0";
+    move.param_index = range.param_index;
+    move.expert_rank = range.expert_rank;
+    move.begin = range.begin;
+    move.end = range.end;
     restore.moves.push_back(move);
   }
   Start(*workload, restore);

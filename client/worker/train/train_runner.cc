@@ -1,7 +1,7 @@
-// TrainWorkload: the stepping thread, epoch preparation and the hand-over
+// TrainRunner: the stepping thread, epoch preparation and the hand-over
 // from the base epoch's engine to the next one.
 
-#include "client/worker/train/train_workload.h"
+#include "client/worker/train/train_runner.h"
 
 #include <map>
 #include <string>
@@ -13,19 +13,8 @@
 #include "common/status.h"
 
 namespace zshard::worker {
-namespace {
-
-bool Sends(const EpochInfo& epoch) {
-  for (const v1::Move& m : epoch.moves) {
-    if (m.from_worker_id() == epoch.worker_id) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
-TrainWorkload::TrainWorkload(const Options& options, job::JobSpec job,
-                             StoreFactory new_store, TelemetrySink telemetry)
+TrainRunner::TrainRunner(const Options& options, job::JobSpec job,
+                         StoreFactory new_store, TelemetrySink telemetry)
     : options_(options),
       job_(std::move(job)),
       new_store_(std::move(new_store)),
@@ -33,47 +22,82 @@ TrainWorkload::TrainWorkload(const Options& options, job::JobSpec job,
   thread_ = std::thread([this] { Loop(); });
 }
 
-TrainWorkload::~TrainWorkload() {
+TrainRunner::~TrainRunner() {
   {
     absl::MutexLock lock(&mu_);
-    stopping_ = true;
     CancelTransitionLocked();
+    SetActivityLocked(TrainActivity::kShutdown);
     if (base_ != nullptr && base_->engine != nullptr) base_->engine->Abort();
     if (next_ != nullptr && next_->engine != nullptr) next_->engine->Abort();
   }
   thread_.join();
 }
 
-void TrainWorkload::CancelTransitionLocked() {
-  if (!transitioning_) return;
-  transition_cancelled_ = true;
+void TrainRunner::SetActivityLocked(TrainActivity to) {
+  TrainActivityTable().Advance(activity_, to);
+}
+
+void TrainRunner::SetSteppingLocked(TrainStepping to) {
+  TrainSteppingTable().Advance(stepping_, to);
+}
+
+bool TrainRunner::ActiveLocked() const {
+  return stepping_ == TrainStepping::kActive ||
+         stepping_ == TrainStepping::kStopping;
+}
+
+bool TrainRunner::BusyLocked() const {
+  return activity_ == TrainActivity::kStepping ||
+         activity_ == TrainActivity::kPreparing ||
+         activity_ == TrainActivity::kCancelling;
+}
+
+bool TrainRunner::CancelledLocked() const {
+  return activity_ == TrainActivity::kCancelling ||
+         activity_ == TrainActivity::kShutdown;
+}
+
+void TrainRunner::DeactivateLocked() {
+  if (stepping_ == TrainStepping::kActive) {
+    SetSteppingLocked(TrainStepping::kInactive);
+  } else if (stepping_ == TrainStepping::kStopping) {
+    SetSteppingLocked(TrainStepping::kPausing);
+  }
+}
+
+void TrainRunner::CancelTransitionLocked() {
+  if (activity_ != TrainActivity::kPreparing &&
+      activity_ != TrainActivity::kCancelling) {
+    return;
+  }
+  SetActivityLocked(TrainActivity::kCancelling);
   transition_abort_.store(true);
   if (mover_ != nullptr) mover_->Abort();
   if (creating_ != nullptr) creating_->Abort();
 }
 
-void TrainWorkload::SetEpochReadyCallback(EpochReadyCallback ready) {
+void TrainRunner::SetEpochReadyCallback(EpochReadyCallback ready) {
   absl::MutexLock lock(&mu_);
   ready_ = std::move(ready);
 }
 
-void TrainWorkload::SetCheckpointReporter(CheckpointReporter report) {
+void TrainRunner::SetCheckpointReporter(CheckpointReporter report) {
   absl::MutexLock lock(&mu_);
   report_checkpoint_ = std::move(report);
 }
 
-bool TrainWorkload::CanStepLocked() const {
-  return active_ && failure_.ok() && !done_ && base_ != nullptr &&
+bool TrainRunner::CanStepLocked() const {
+  return ActiveLocked() && failure_.ok() && base_ != nullptr &&
          base_->engine != nullptr && !base_->broken && next_ == nullptr &&
          !commit_request_.has_value() && stable_request_ == 0;
 }
 
-bool TrainWorkload::HasWorkLocked() const {
-  return stopping_ || commit_request_.has_value() || stable_request_ > 0 ||
-         CanStepLocked();
+bool TrainRunner::HasWorkLocked() const {
+  return activity_ == TrainActivity::kShutdown || commit_request_.has_value() ||
+         stable_request_ > 0 || CanStepLocked();
 }
 
-void TrainWorkload::OnProposed(int64_t epoch, int64_t base_epoch) {
+void TrainRunner::OnProposed(int64_t epoch, int64_t base_epoch) {
   std::vector<std::unique_ptr<HeldEngine>> garbage;
   {
     absl::MutexLock lock(&mu_);
@@ -103,26 +127,27 @@ void TrainWorkload::OnProposed(int64_t epoch, int64_t base_epoch) {
   garbage.clear();  // outside the lock: engines close their connections
 }
 
-EpochStart TrainWorkload::OnEpochCommitted(const EpochInfo& epoch) {
+EpochStart TrainRunner::OnEpochCommitted(const EpochInfo& epoch) {
   absl::MutexLock lock(&mu_);
-  if (epoch.rank < 0 && !Sends(epoch)) return EpochStart::kReady;
+  if (epoch.rank < 0 && !SendsState(epoch)) return EpochStart::kReady;
   commit_request_ = epoch;
   return EpochStart::kPending;
 }
 
-void TrainWorkload::OnEpochStable(int64_t epoch) {
+void TrainRunner::OnEpochStable(int64_t epoch) {
   absl::MutexLock lock(&mu_);
   stable_request_ = std::max(stable_request_, epoch);
 }
 
-void TrainWorkload::Activate(int64_t step) {
+void TrainRunner::Activate(int64_t step) {
   absl::MutexLock lock(&mu_);
   if (base_ == nullptr && next_ == nullptr) step_ = step;
-  active_ = true;
-  stop_requested_ = false;
+  if (stepping_ != TrainStepping::kDone) {
+    SetSteppingLocked(TrainStepping::kActive);
+  }
 }
 
-int64_t TrainWorkload::Pause() {
+int64_t TrainRunner::Pause() {
   absl::MutexLock lock(&mu_);
   CancelTransitionLocked();
   // A commit not started yet is superseded by whatever paused it.
@@ -130,17 +155,22 @@ int64_t TrainWorkload::Pause() {
   // A stepping rank runs until the step that carries the stop flag (its own
   // or a peer's) ends; anything else stops at once. A stable epoch still
   // queued is applied first (it may start stepping: the flag stops it).
-  stop_requested_ = true;
+  if (stepping_ == TrainStepping::kActive) {
+    SetSteppingLocked(TrainStepping::kStopping);
+  } else if (stepping_ == TrainStepping::kInactive) {
+    SetSteppingLocked(TrainStepping::kPausing);
+  }
   auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !busy_ && stable_request_ == 0 && !CanStepLocked();
+    return !BusyLocked() && stable_request_ == 0 && !CanStepLocked();
   };
   mu_.Await(absl::Condition(&stopped));
-  active_ = false;
-  stop_requested_ = false;
+  if (stepping_ != TrainStepping::kDone) {
+    SetSteppingLocked(TrainStepping::kInactive);
+  }
   return step_;
 }
 
-PreparedState TrainWorkload::prepared_state() const {
+PreparedState TrainRunner::prepared_state() const {
   absl::MutexLock lock(&mu_);
   PreparedState state;
   state.step = step_;
@@ -150,10 +180,10 @@ PreparedState TrainWorkload::prepared_state() const {
   return state;
 }
 
-void TrainWorkload::Abort() {
+void TrainRunner::Abort() {
   absl::MutexLock lock(&mu_);
-  if (done_) return;
-  bool aborted = transitioning_ && !transition_cancelled_;
+  if (stepping_ == TrainStepping::kDone) return;
+  bool aborted = activity_ == TrainActivity::kPreparing;
   CancelTransitionLocked();
   for (HeldEngine* held : {base_.get(), next_.get()}) {
     if (held == nullptr || held->engine == nullptr || held->broken) continue;
@@ -168,37 +198,37 @@ void TrainWorkload::Abort() {
   }
 }
 
-int64_t TrainWorkload::step() const {
+int64_t TrainRunner::step() const {
   absl::MutexLock lock(&mu_);
   return step_;
 }
 
-bool TrainWorkload::active() const {
+bool TrainRunner::active() const {
   absl::MutexLock lock(&mu_);
-  return active_;
+  return ActiveLocked();
 }
 
-bool TrainWorkload::done() const {
+bool TrainRunner::done() const {
   absl::MutexLock lock(&mu_);
-  return done_;
+  return stepping_ == TrainStepping::kDone;
 }
 
-absl::Status TrainWorkload::failure() const {
+absl::Status TrainRunner::failure() const {
   absl::MutexLock lock(&mu_);
   return failure_;
 }
 
-int64_t TrainWorkload::base_epoch() const {
+int64_t TrainRunner::base_epoch() const {
   absl::MutexLock lock(&mu_);
   return base_ != nullptr ? base_->epoch.epoch : 0;
 }
 
-int TrainWorkload::base_rank() const {
+int TrainRunner::base_rank() const {
   absl::MutexLock lock(&mu_);
   return base_ != nullptr ? base_->epoch.rank : -1;
 }
 
-void TrainWorkload::Fail(const absl::Status& status) {
+void TrainRunner::Fail(const absl::Status& status) {
   absl::MutexLock lock(&mu_);
   if (!failure_.ok()) return;
   failure_ = status;
@@ -206,7 +236,7 @@ void TrainWorkload::Fail(const absl::Status& status) {
                    {{"error", std::string(status.message())}});
 }
 
-std::vector<std::unique_ptr<HeldEngine>> TrainWorkload::ApplyStableLocked(
+std::vector<std::unique_ptr<HeldEngine>> TrainRunner::ApplyStableLocked(
     int64_t epoch) {
   std::vector<std::unique_ptr<HeldEngine>> garbage;
   if (next_ != nullptr && next_->epoch.epoch == epoch) {
@@ -228,13 +258,20 @@ std::vector<std::unique_ptr<HeldEngine>> TrainWorkload::ApplyStableLocked(
     step_ = base_->engine->step();
     adam_step_ = base_->engine->adam_step();
     commit_pending_ = false;
-    if (!base_->broken) active_ = true;
+    if (!base_->broken) {
+      // Stepping starts (up to the stop when a Pause waits).
+      if (stepping_ == TrainStepping::kInactive) {
+        SetSteppingLocked(TrainStepping::kActive);
+      } else if (stepping_ == TrainStepping::kPausing) {
+        SetSteppingLocked(TrainStepping::kStopping);
+      }
+    }
     LogEngineMemory("memory", step_, base_->engine->buffers().memory());
   }
   return garbage;
 }
 
-void TrainWorkload::Loop() {
+void TrainRunner::Loop() {
   while (true) {
     std::optional<EpochInfo> commit;
     HeldEngine* stepping = nullptr;
@@ -242,23 +279,21 @@ void TrainWorkload::Loop() {
     std::vector<std::unique_ptr<HeldEngine>> garbage;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &TrainWorkload::HasWorkLocked));
-      if (stopping_) return;
+      mu_.Await(absl::Condition(this, &TrainRunner::HasWorkLocked));
+      if (activity_ == TrainActivity::kShutdown) return;
       if (commit_request_.has_value()) {
         commit = std::move(commit_request_);
         commit_request_.reset();
-        transition_cancelled_ = false;
         transition_abort_.store(false);
-        transitioning_ = true;
-        busy_ = true;
+        SetActivityLocked(TrainActivity::kPreparing);
       } else if (stable_request_ > 0) {
         const int64_t epoch = stable_request_;
         stable_request_ = 0;
         garbage = ApplyStableLocked(epoch);
       } else {
         stepping = base_.get();
-        stop = stop_requested_;
-        busy_ = true;
+        stop = stepping_ == TrainStepping::kStopping;
+        SetActivityLocked(TrainActivity::kStepping);
       }
     }
     garbage.clear();  // outside the lock: engines close their connections
@@ -267,8 +302,9 @@ void TrainWorkload::Loop() {
       EpochReadyCallback callback;
       {
         absl::MutexLock lock(&mu_);
-        busy_ = false;
-        transitioning_ = false;
+        if (activity_ != TrainActivity::kShutdown) {
+          SetActivityLocked(TrainActivity::kIdle);
+        }
         callback = ready_;
       }
       if (ready > 0 && callback) callback(ready);
@@ -277,11 +313,15 @@ void TrainWorkload::Loop() {
     if (stepping != nullptr) {
       RunStep(stepping, stop);
       absl::MutexLock lock(&mu_);
-      busy_ = false;
+      if (activity_ != TrainActivity::kShutdown) {
+        SetActivityLocked(TrainActivity::kIdle);
+      }
       const int64_t delay_ms = job_.workload.step_delay_ms;
-      if (delay_ms > 0 && CanStepLocked() && !stop_requested_) {
+      if (delay_ms > 0 && CanStepLocked() &&
+          stepping_ == TrainStepping::kActive) {
         auto interrupted = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return stopping_ || !active_ || stop_requested_ ||
+          return activity_ == TrainActivity::kShutdown ||
+                 stepping_ != TrainStepping::kActive ||
                  commit_request_.has_value() || stable_request_ > 0;
         };
         mu_.AwaitWithTimeout(absl::Condition(&interrupted),

@@ -1,7 +1,7 @@
-// The `idle` workload: a counter that advances one step every
-// step_delay_ms while the worker's epoch is ACTIVE. It does no math; it lets
-// the control plane (joins, transitions, failures) be run and broken on its
-// own. Transitions stop it at a step boundary.
+// The runner of the `idle` workload kind: a counter that advances one step
+// every step_delay_ms while the worker's epoch is ACTIVE. It does no math; it
+// lets the control plane (joins, transitions, failures) be run and broken on
+// its own. Transitions stop it at a step boundary.
 #pragma once
 
 #include <cstdint>
@@ -9,27 +9,27 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "client/worker/workload/stepping_workload.h"
+#include "client/worker/runner/runner.h"
 
 namespace zshard::worker {
 
 // Steps on its own thread. Thread-safe: the session thread calls Activate /
 // Pause while the stepping thread runs.
-class IdleWorkload : public SteppingWorkload {
+class IdleRunner : public Runner {
  public:
   struct Options {
     // Time between steps. Default 100 ms; 0 steps as fast as possible.
     int64_t step_delay_ms = 100;
-    // Steps after which the workload is done; 0 (default) runs until
+    // Steps after which the runner is done; 0 (default) runs until
     // stopped.
     int64_t steps = 0;
   };
 
-  explicit IdleWorkload(const Options& options);
+  explicit IdleRunner(const Options& options);
   // Stops the stepping thread.
-  ~IdleWorkload() override;
-  IdleWorkload(const IdleWorkload&) = delete;
-  IdleWorkload& operator=(const IdleWorkload&) = delete;
+  ~IdleRunner() override;
+  IdleRunner(const IdleRunner&) = delete;
+  IdleRunner& operator=(const IdleRunner&) = delete;
 
   // Starts stepping from `step` (the last completed step; the next step is
   // step + 1). Called when an epoch becomes ACTIVE.

@@ -1,17 +1,17 @@
-// IdleWorkload: a stepping thread that waits step_delay_ms between steps on
+// IdleRunner: a stepping thread that waits step_delay_ms between steps on
 // a condition, so Pause and the destructor never wait for a delay to end.
 
-#include "client/worker/workload/idle_workload.h"
+#include "client/worker/runner/idle_runner.h"
 
 #include "absl/time/time.h"
 
 namespace zshard::worker {
 
-IdleWorkload::IdleWorkload(const Options& options) : options_(options) {
+IdleRunner::IdleRunner(const Options& options) : options_(options) {
   thread_ = std::thread([this] { Loop(); });
 }
 
-IdleWorkload::~IdleWorkload() {
+IdleRunner::~IdleRunner() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
@@ -19,14 +19,14 @@ IdleWorkload::~IdleWorkload() {
   thread_.join();
 }
 
-void IdleWorkload::Activate(int64_t step) {
+void IdleRunner::Activate(int64_t step) {
   absl::MutexLock lock(&mu_);
   step_ = step;
   active_ = true;
   ++generation_;
 }
 
-int64_t IdleWorkload::Pause() {
+int64_t IdleRunner::Pause() {
   // A step is one locked increment, so holding the lock is a step boundary.
   absl::MutexLock lock(&mu_);
   active_ = false;
@@ -34,22 +34,22 @@ int64_t IdleWorkload::Pause() {
   return step_;
 }
 
-int64_t IdleWorkload::step() const {
+int64_t IdleRunner::step() const {
   absl::MutexLock lock(&mu_);
   return step_;
 }
 
-bool IdleWorkload::active() const {
+bool IdleRunner::active() const {
   absl::MutexLock lock(&mu_);
   return active_;
 }
 
-bool IdleWorkload::done() const {
+bool IdleRunner::done() const {
   absl::MutexLock lock(&mu_);
   return options_.steps > 0 && step_ >= options_.steps;
 }
 
-bool IdleWorkload::WaitDone(int64_t timeout_ms) const {
+bool IdleRunner::WaitDone(int64_t timeout_ms) const {
   absl::MutexLock lock(&mu_);
   auto is_done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return options_.steps > 0 && step_ >= options_.steps;
@@ -59,7 +59,7 @@ bool IdleWorkload::WaitDone(int64_t timeout_ms) const {
   return is_done();
 }
 
-void IdleWorkload::Loop() {
+void IdleRunner::Loop() {
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
     auto can_step = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

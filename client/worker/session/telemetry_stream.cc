@@ -1,6 +1,6 @@
 // TelemetryStream: StepTelemetry -> TelemetryReport, and the client stream.
 
-#include "client/worker/train/telemetry_stream.h"
+#include "client/worker/session/telemetry_stream.h"
 
 #include <utility>
 

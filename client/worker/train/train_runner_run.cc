@@ -1,4 +1,4 @@
-// TrainWorkload: what its thread runs: the preparation of a committed epoch
+// TrainRunner: what its thread runs: the preparation of a committed epoch
 // and one training step with its logs, checkpoint and final dump.
 
 #include <map>
@@ -8,12 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "client/worker/engine/master_dump.h"
 #include "client/worker/train/step_checkpoint.h"
-#include "client/worker/train/train_workload.h"
+#include "client/worker/train/train_runner.h"
 #include "common/logging.h"
 
 namespace zshard::worker {
 
-int64_t TrainWorkload::RunTransition(const EpochInfo& epoch) {
+int64_t TrainRunner::RunTransition(const EpochInfo& epoch) {
   BuildInput input;
   input.job = &job_;
   input.options = options_.engine;
@@ -32,12 +32,12 @@ int64_t TrainWorkload::RunTransition(const EpochInfo& epoch) {
   input.set_mover = [this](reshard::StateMover* mover) {
     absl::MutexLock lock(&mu_);
     mover_ = mover;
-    if (mover != nullptr && transition_cancelled_) mover->Abort();
+    if (mover != nullptr && CancelledLocked()) mover->Abort();
   };
   input.set_engine = [this](engine::StepEngine* engine) {
     absl::MutexLock lock(&mu_);
     creating_ = engine;
-    if (engine != nullptr && transition_cancelled_) engine->Abort();
+    if (engine != nullptr && CancelledLocked()) engine->Abort();
   };
   absl::StatusOr<std::unique_ptr<HeldEngine>> held =
       BuildEpoch(std::move(input));
@@ -51,7 +51,7 @@ int64_t TrainWorkload::RunTransition(const EpochInfo& epoch) {
       adam_step_ = base->engine->adam_step();
       commit_pending_ = false;
     }
-    if (held.ok() && (transition_cancelled_ || stopping_)) {
+    if (held.ok() && CancelledLocked()) {
       discard = *std::move(held);
     } else if (held.ok()) {
       next_ = *std::move(held);
@@ -70,7 +70,7 @@ int64_t TrainWorkload::RunTransition(const EpochInfo& epoch) {
   bool cancelled = false;
   {
     absl::MutexLock lock(&mu_);
-    cancelled = transition_cancelled_ || stopping_;
+    cancelled = CancelledLocked();
   }
   if (cancelled || IsRecoverable(held.status())) {
     ZSHARD_LOG_WARN("epoch preparation failed, waiting for a new epoch",
@@ -82,7 +82,7 @@ int64_t TrainWorkload::RunTransition(const EpochInfo& epoch) {
   return 0;
 }
 
-void TrainWorkload::RunStep(HeldEngine* held, bool stop) {
+void TrainRunner::RunStep(HeldEngine* held, bool stop) {
   engine::StepEngine& engine = *held->engine;
   engine::StepResult result = engine.Step(*held->workload, stop);
   const engine::StepTelemetry& t = result.telemetry;
@@ -98,7 +98,7 @@ void TrainWorkload::RunStep(HeldEngine* held, bool stop) {
     engine.Abort();
     absl::MutexLock lock(&mu_);
     held->broken = true;
-    active_ = false;
+    DeactivateLocked();
     step_ = engine.step();
     adam_step_ = engine.adam_step();
     commit_pending_ = result.commit_pending;
@@ -112,14 +112,13 @@ void TrainWorkload::RunStep(HeldEngine* held, bool stop) {
   commit_pending_ = false;
   commit_values_ = result.commit_values;
   const int64_t steps = job_.workload.steps;
-  if (steps > 0 && step_ >= steps) done_ = true;
+  if (steps > 0 && step_ >= steps) SetSteppingLocked(TrainStepping::kDone);
   // Every rank saw the same flag: all stop after this same step. A rank
   // that asked stops even if the engine did not carry the flag.
-  if (result.stop || stop) active_ = false;
+  if (result.stop || stop) DeactivateLocked();
 }
 
-void TrainWorkload::AfterStep(HeldEngine* held,
-                              const engine::StepTelemetry& t) {
+void TrainRunner::AfterStep(HeldEngine* held, const engine::StepTelemetry& t) {
   const engine::StepEngine& engine = *held->engine;
   const int64_t step = engine.step();
   const int64_t steps = job_.workload.steps;

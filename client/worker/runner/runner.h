@@ -1,8 +1,8 @@
-// SteppingWorkload: what the worker's session drives. Transitions stop it
+// Runner: what the worker's session drives. Transitions stop it
 // at a step boundary, hand it each committed epoch (with its state moves)
 // and tell it when the epoch is stable; the session reports its step in
 // heartbeats and ends when it is done or has failed. Implemented by the
-// idle counter and by the training workload.
+// idle counter and by the training runner.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +11,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "zshard/v1/types.pb.h"
-#include "zshard/v1/worker_service.pb.h"
+#include "client/worker/checkpoint/checkpoint_file.h"
+#include "common/plan/assignment.h"
+#include "common/plan/moves.h"
 
 namespace zshard::worker {
 
@@ -34,7 +35,12 @@ struct EpochInfo {
   // Adam updates applied by resume_step.
   int64_t resume_adam_step = 0;
   // The state to move before the epoch is ready, in the update's order.
-  std::vector<v1::Move> moves;
+  // Only the destination's buffer, bucket and offset are known (the
+  // source's are -1); a checkpoint source's fragment indexes
+  // checkpoint_files.
+  std::vector<plan::Move> moves;
+  // The files that checkpoint sources read, relative to restore_dir.
+  std::vector<std::string> checkpoint_files;
   // Set when every range comes from the checkpoint in restore_dir (a
   // rollback or a restore): no member uses state of its own.
   bool restore = false;
@@ -44,7 +50,7 @@ struct EpochInfo {
   bool finish_pending_step = false;
   std::vector<double> commit_values;
   // Every member's place in the epoch (ranks first, then listed spares).
-  std::vector<v1::Assignment> assignments;
+  std::vector<plan::Assignment> assignments;
 };
 
 // What a worker reports when it acks PREPARED.
@@ -60,26 +66,26 @@ struct PreparedState {
 };
 
 // Whether a committed epoch is ready at once (ack ACTIVE now) or later,
-// when the workload calls the ready callback.
+// when the runner calls the ready callback.
 enum class EpochStart { kReady, kPending };
 
 // Thread-safe: the session's threads call every method concurrently.
-class SteppingWorkload {
+class Runner {
  public:
-  // Called (from the workload's own thread, no lock held) when a committed
+  // Called (from the runner's own thread, no lock held) when a committed
   // epoch that OnEpochCommitted answered kPending is ready: state moved and
   // communicators built.
   using EpochReadyCallback = std::function<void(int64_t epoch)>;
   // Called when a rank wrote its checkpoint file; returns the coordinator's
-  // answer (failures are logged by the workload, never fatal).
+  // answer (failures are logged by the runner, never fatal).
   using CheckpointReporter = std::function<absl::Status(
       int64_t epoch, int64_t step, int64_t adam_step, const std::string& dir,
-      const v1::CheckpointFile& file)>;
+      const checkpoint::RankFileInfo& file)>;
 
-  virtual ~SteppingWorkload() = default;
+  virtual ~Runner() = default;
 
   // Installs the ready callback; call before the first epoch. Default:
-  // ignored (workloads that are always ready at once).
+  // ignored (runners that are always ready at once).
   virtual void SetEpochReadyCallback(EpochReadyCallback ready) { (void)ready; }
   // Installs the checkpoint reporter. Default: ignored.
   virtual void SetCheckpointReporter(CheckpointReporter report) {
@@ -96,7 +102,7 @@ class SteppingWorkload {
   // Told once when a new committed epoch is applied (not on replays of the
   // same epoch). kReady: the caller then calls Activate(resume_step) (a
   // rank) or Pause (no rank) and acks ACTIVE at once; kPending: the
-  // workload prepares the epoch on its own thread and calls the ready
+  // runner prepares the epoch on its own thread and calls the ready
   // callback when done (never, if the preparation fails). Default: kReady.
   virtual EpochStart OnEpochCommitted(const EpochInfo& epoch) {
     (void)epoch;
@@ -132,7 +138,7 @@ class SteppingWorkload {
   virtual bool active() const = 0;
   // True once the job's steps are done.
   virtual bool done() const = 0;
-  // OK, or the error that stopped the workload for good (the worker then
+  // OK, or the error that stopped the runner for good (the worker then
   // leaves and exits 1).
   virtual absl::Status failure() const { return absl::OkStatus(); }
 };

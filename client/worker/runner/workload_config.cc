@@ -1,8 +1,9 @@
 // ParseWorkloadConfig with nlohmann's non-throwing parser.
 
-#include "client/worker/workload/workload_config.h"
+#include "client/worker/runner/workload_config.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/job/workload_kind.h"
 #include "nlohmann/json.hpp"
 
 namespace zshard::worker {
@@ -45,11 +46,10 @@ absl::StatusOr<WorkloadConfig> ParseWorkloadConfig(
     }
     config.kind = kind->get<std::string>();
   }
-  if (config.kind != "idle" && config.kind != "synthetic" &&
-      config.kind != "regression") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("workload '", config.kind, "' is not supported"));
-  }
+  // The job spec's own check of the kind (every kind is one this worker
+  // runs).
+  absl::StatusOr<job::WorkloadKind> kind = job::ParseWorkloadKind(config.kind);
+  if (!kind.ok()) return kind.status();
   absl::Status s = ReadNonNegative(workload, "steps", &config.steps);
   if (!s.ok()) return s;
   s = ReadNonNegative(workload, "step_delay_ms", &config.step_delay_ms);

@@ -1,4 +1,4 @@
-// TrainWorkload: the training path of the worker daemon (synthetic and
+// TrainRunner: the training path of the worker daemon (synthetic and
 // regression workloads). It holds the state of its base (stable) epoch: the
 // engine that last stepped. A committed epoch is prepared on its own thread
 // (EpochBuilder: finish a pending step, move state, build the new engine)
@@ -25,17 +25,18 @@
 #include "client/worker/comm/kv_store.h"
 #include "client/worker/engine/step_engine.h"
 #include "client/worker/reshard/state_mover.h"
+#include "client/worker/runner/runner.h"
 #include "client/worker/train/epoch_builder.h"
-#include "client/worker/workload/stepping_workload.h"
+#include "client/worker/train/train_states.h"
 #include "common/job/job_spec.h"
 
 namespace zshard::worker {
 
 // Steps and prepares epochs on its own thread. Thread-safe (see
-// SteppingWorkload). Final failures (failure() says why): a plan hash
+// Runner). Final failures (failure() says why): a plan hash
 // mismatch, an engine that cannot be built for a reason other than a
 // failed peer, a broken invariant of the moves.
-class TrainWorkload : public SteppingWorkload {
+class TrainRunner : public Runner {
  public:
   struct Options {
     // Directory for the --dump-master files after the last step; empty
@@ -55,12 +56,12 @@ class TrainWorkload : public SteppingWorkload {
       std::function<void(int64_t epoch, const engine::StepTelemetry&)>;
 
   // `job`'s workload kind must be synthetic or regression.
-  TrainWorkload(const Options& options, job::JobSpec job,
-                StoreFactory new_store, TelemetrySink telemetry);
+  TrainRunner(const Options& options, job::JobSpec job, StoreFactory new_store,
+              TelemetrySink telemetry);
   // Aborts what is in progress and stops the thread.
-  ~TrainWorkload() override;
-  TrainWorkload(const TrainWorkload&) = delete;
-  TrainWorkload& operator=(const TrainWorkload&) = delete;
+  ~TrainRunner() override;
+  TrainRunner(const TrainRunner&) = delete;
+  TrainRunner& operator=(const TrainRunner&) = delete;
 
   void SetEpochReadyCallback(EpochReadyCallback ready) override;
   void SetCheckpointReporter(CheckpointReporter report) override;
@@ -98,6 +99,17 @@ class TrainWorkload : public SteppingWorkload {
   void Fail(const absl::Status& status);
   // Cancels the preparation in progress, if any.
   void CancelTransitionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Changes the life cycles through their tables.
+  void SetActivityLocked(TrainActivity to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetSteppingLocked(TrainStepping to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stepping allowed (kActive, kStopping).
+  bool ActiveLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A step or a preparation runs.
+  bool BusyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The preparation in progress must give up (cancelled or shutting down).
+  bool CancelledLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stepping stops: kActive -> kInactive, kStopping -> kPausing.
+  void DeactivateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   const job::JobSpec job_;
@@ -117,24 +129,20 @@ class TrainWorkload : public SteppingWorkload {
   // The engine being created from moved state (its parameter all-gather in
   // progress), for Abort.
   engine::StepEngine* creating_ ABSL_GUARDED_BY(mu_) = nullptr;
-  // The mover of the transition in progress (for Abort), and whether the
-  // transition was cancelled by a pause or an abort.
+  // The mover of the transition in progress (for Abort).
   reshard::StateMover* mover_ ABSL_GUARDED_BY(mu_) = nullptr;
-  bool transitioning_ ABSL_GUARDED_BY(mu_) = false;
-  bool transition_cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  // Raised with transition_cancelled_: ends the preparation's rendezvous
-  // waits promptly (read without the lock by the epoch's store).
+  // The two life cycles (train_states.h).
+  TrainActivity activity_ ABSL_GUARDED_BY(mu_) = TrainActivity::kIdle;
+  TrainStepping stepping_ ABSL_GUARDED_BY(mu_) = TrainStepping::kInactive;
+  // Raised when a preparation is cancelled: ends its rendezvous waits
+  // promptly (read without the lock by the epoch's store).
   std::atomic<bool> transition_abort_{false};
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t adam_step_ ABSL_GUARDED_BY(mu_) = 0;
+  // The commit all-reduce of step_ + 1 failed after this rank contributed
+  // (and its result, when known): data of the state, not of the life cycle.
   bool commit_pending_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<double> commit_values_ ABSL_GUARDED_BY(mu_);
-  bool active_ ABSL_GUARDED_BY(mu_) = false;
-  // Contributed to the next step's commit all-reduce.
-  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
-  bool busy_ ABSL_GUARDED_BY(mu_) = false;  // a step or transition runs
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
