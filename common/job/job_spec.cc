@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/job/json_fields.h"
+#include "common/job/workload_model.h"
 #include "common/plan/presets.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
@@ -190,6 +191,7 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& j) {
   ZSHARD_ASSIGN_OR_RETURN(const nlohmann::json* ck, f.Object("checkpoint"));
   ZSHARD_RETURN_IF_ERROR(ParseCheckpoint(*ck, spec.checkpoint));
   ZSHARD_RETURN_IF_ERROR(f.CheckNoUnknown());
+  ZSHARD_RETURN_IF_ERROR(CheckWorkloadModel(spec.workload.kind, spec.model));
 
   int max_d = spec.world.max / spec.world.instances;
   if (max_d % spec.layout.expert_parallel != 0) {
