@@ -3,7 +3,7 @@
 # checkpoint files it drives).
 if(TARGET zshard_proto AND TARGET zshard_grpc_common AND
    TARGET zshard_reshard AND TARGET zshard_checkpoint)
-  pkg_check_modules(ZSHARD_WORKER_HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+  zshard_pkg_check(ZSHARD_WORKER_HTTPLIB cpp-httplib libcpp-httplib-dev)
   add_library(zshard_worker
     ${CMAKE_CURRENT_LIST_DIR}/runner/idle_runner.cc
     ${CMAKE_CURRENT_LIST_DIR}/runner/workload_config.cc

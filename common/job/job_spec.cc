@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/job/json_fields.h"
 #include "common/job/workload_kind.h"
+#include "common/job/workload_model.h"
 #include "common/plan/presets.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
@@ -191,6 +192,7 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& j) {
   ZSHARD_ASSIGN_OR_RETURN(const nlohmann::json* ck, f.Object("checkpoint"));
   ZSHARD_RETURN_IF_ERROR(ParseCheckpoint(*ck, spec.checkpoint));
   ZSHARD_RETURN_IF_ERROR(f.CheckNoUnknown());
+  ZSHARD_RETURN_IF_ERROR(CheckWorkloadModel(spec.workload.kind, spec.model));
 
   int max_d = spec.world.max / spec.world.instances;
   if (max_d % spec.layout.expert_parallel != 0) {

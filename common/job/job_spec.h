@@ -66,7 +66,8 @@ struct JobSpec {
 
 // Parses and validates a job spec from JSON text. InvalidArgument with one
 // line naming the field on any problem (wrong type or range, min > max,
-// instances not dividing max, unknown preset or workload, unknown field).
+// instances not dividing max, unknown preset or workload, unknown field, a
+// model the workload cannot run: see CheckWorkloadModel).
 absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view json_text);
 // The same from an already parsed value.
 absl::StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& j);

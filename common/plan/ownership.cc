@@ -85,11 +85,4 @@ absl::StatusOr<Ownership> MakeOwnership(
   return out;
 }
 
-int RankOfMember(const Ownership& ownership, const std::string& id) {
-  for (size_t r = 0; r < ownership.members.size(); ++r) {
-    if (ownership.members[r].id == id) return static_cast<int>(r);
-  }
-  return -1;
-}
-
 }  // namespace zshard::plan

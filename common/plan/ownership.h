@@ -67,7 +67,4 @@ absl::StatusOr<Ownership> MakeOwnership(
     const ModelSpec& model, const Plan& plan,
     const std::vector<Member>& members_by_rank);
 
-// The rank of member `id` in `ownership`, or -1 when it holds none.
-int RankOfMember(const Ownership& ownership, const std::string& id);
-
 }  // namespace zshard::plan

@@ -1,8 +1,10 @@
-// Job spec parsing: defaults, presets, and one clear error per bad field.
+// Job spec parsing: defaults, presets, one clear error per bad field, and
+// which models each workload kind can run.
 #include "common/job/job_spec.h"
 
 #include <string>
 
+#include "common/job/workload_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/server/test_job.h"
@@ -64,6 +66,40 @@ TEST(JobSpecTest, RoundTripsThroughJson) {
       ParseJobSpec(JobSpecToJson(ParseJobSpec(kIssueExample).value()));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->model_preset, "gpt2-small");
+}
+
+TEST(JobSpecTest, EachWorkloadKindAcceptsTheModelsItCanRun) {
+  const plan::ModelSpec mlp = RegressionModelSpec(MlpShape{8, 16, 2});
+  absl::StatusOr<MlpShape> shape = RegressionMlpShape(mlp);
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  EXPECT_EQ(shape->inputs, 8);
+  EXPECT_EQ(shape->hidden, 16);
+  EXPECT_EQ(shape->outputs, 2);
+  const plan::ModelSpec gpt2 = ParseJobSpec(kIssueExample).value().model;
+  for (WorkloadKind kind : {WorkloadKind::kIdle, WorkloadKind::kSynthetic,
+                            WorkloadKind::kRegression}) {
+    EXPECT_TRUE(CheckWorkloadModel(kind, mlp).ok()) << WorkloadKindName(kind);
+  }
+  EXPECT_TRUE(CheckWorkloadModel(WorkloadKind::kIdle, gpt2).ok());
+  EXPECT_TRUE(CheckWorkloadModel(WorkloadKind::kSynthetic, gpt2).ok());
+  const absl::Status bad = CheckWorkloadModel(WorkloadKind::kRegression, gpt2);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("two-layer mlp"));
+
+  plan::ModelSpec mixed = mlp;
+  mixed.params[1].dtype = plan::DType::kFp32;
+  EXPECT_THAT(std::string(RegressionMlpShape(mixed).status().message()),
+              HasSubstr("param 'fc1.bias'"));
+
+  // A regression job over the MLP (any sizes) parses.
+  absl::StatusOr<JobSpec> job = ParseJobSpec(R"({"name": "j", "model": {
+      "params": [{"name": "fc1.weight", "shape": [8, 4]},
+                 {"name": "fc1.bias", "shape": [8]},
+                 {"name": "fc2.weight", "shape": [2, 8]},
+                 {"name": "fc2.bias", "shape": [2]}]},
+      "workload": {"kind": "regression"}})");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->workload.kind, WorkloadKind::kRegression);
 }
 
 struct BadCase {
@@ -140,7 +176,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{R"({"name": "j", )" M R"(, "wrold": {}})",
                 "unknown field wrold"},
         BadCase{R"({"name": "j", )" M R"(, "world": {"maximum": 4}})",
-                "unknown field world.maximum"}));
+                "unknown field world.maximum"},
+        BadCase{R"({"name": "j", )" M
+                R"(, "workload": {"kind": "regression"}})",
+                "regression workload: the model must be the two-layer mlp"},
+        BadCase{R"({"name": "j", "model": {"params": [)"
+                R"({"name": "fc1.weight", "shape": [8, 4]},)"
+                R"({"name": "fc1.bias", "shape": [8]},)"
+                R"({"name": "fc2.weight", "shape": [2, 8]},)"
+                R"({"name": "fc2.bias", "shape": [3]}]},)"
+                R"("workload": {"kind": "regression"}})",
+                "regression workload: param 'fc2.bias' does not match"}));
 
 #undef M
 

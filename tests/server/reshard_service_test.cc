@@ -1,12 +1,17 @@
 // The re-sharding RPCs over real gRPC on 127.0.0.1: ReportCheckpoint
 // writes manifest.json once complete, ListCheckpoints, GetReshardHistory,
 // Leave with hand-over, the PlanUpdate's new fields, and the --restore
-// validation of zshard-coordinator (the library call and the binary).
+// validation of zshard-coordinator (the library call and the binary), and
+// the binary's refusal of a job its workload cannot run.
 #include <sys/stat.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/checkpoint/manifest.h"
 #include "gmock/gmock.h"
@@ -224,10 +229,28 @@ TEST(RestoreCheckpointTest, ValidatesTheManifestAgainstTheJob) {
             absl::StatusCode::kDataLoss);
 }
 
+// Runs zshard-coordinator (from $ZSHARD_BIN_DIR) with `args` until it exits
+// (20 s at most): its exit status (-1 when it did not exit) and its stderr.
+std::pair<int, std::string> RunCoordinator(const zshard::testing::TempDir& tmp,
+                                           std::vector<std::string> args) {
+  args.insert(args.begin(), std::string(std::getenv("ZSHARD_BIN_DIR")) +
+                                "/zshard-coordinator");
+  zshard::testing::Subprocess::Options o;
+  o.argv = std::move(args);
+  o.stdout_path = tmp.File("out.txt");
+  o.stderr_path = tmp.File("err.txt");
+  auto p = zshard::testing::Subprocess::Start(o).value();
+  std::optional<int> code = p->Wait(20000);
+  std::ifstream err(tmp.File("err.txt"));
+  std::string text((std::istreambuf_iterator<char>(err)),
+                   std::istreambuf_iterator<char>());
+  return std::make_pair(code.value_or(-1), text);
+}
+
 TEST(RestoreCheckpointTest, CoordinatorRefusesRestoreIntoAStateDirWithAJob) {
-  const char* bin_dir = std::getenv("ZSHARD_BIN_DIR");
-  if (bin_dir == nullptr) GTEST_SKIP() << "ZSHARD_BIN_DIR is not set";
-  const std::string bin = std::string(bin_dir) + "/zshard-coordinator";
+  if (std::getenv("ZSHARD_BIN_DIR") == nullptr) {
+    GTEST_SKIP() << "ZSHARD_BIN_DIR is not set";
+  }
   zshard::testing::TempDir tmp;
   ASSERT_TRUE(
       checkpoint::WriteManifest(testing::GoodManifest(tmp.path())).ok());
@@ -240,18 +263,9 @@ TEST(RestoreCheckpointTest, CoordinatorRefusesRestoreIntoAStateDirWithAJob) {
     ASSERT_TRUE((*store)->SaveJob("demo", "{}").ok());
   }
   auto run = [&](const std::string& restore) {
-    zshard::testing::Subprocess::Options o;
-    o.argv = {bin,           "--job",       tmp.File("job.json"), "--listen",
-              "127.0.0.1:0", "--state-dir", tmp.File("state"),    "--restore",
-              restore};
-    o.stdout_path = tmp.File("out.txt");
-    o.stderr_path = tmp.File("err.txt");
-    auto p = zshard::testing::Subprocess::Start(o).value();
-    std::optional<int> code = p->Wait(20000);
-    std::ifstream err(tmp.File("err.txt"));
-    std::string line((std::istreambuf_iterator<char>(err)),
-                     std::istreambuf_iterator<char>());
-    return std::make_pair(code.value_or(-1), line);
+    return RunCoordinator(
+        tmp, {"--job", tmp.File("job.json"), "--listen", "127.0.0.1:0",
+              "--state-dir", tmp.File("state"), "--restore", restore});
   };
   auto [code, err] = run(tmp.path());
   EXPECT_EQ(code, 2);
@@ -260,6 +274,26 @@ TEST(RestoreCheckpointTest, CoordinatorRefusesRestoreIntoAStateDirWithAJob) {
   auto [code2, err2] = run(tmp.File("nowhere"));
   EXPECT_EQ(code2, 2);
   EXPECT_THAT(err2, HasSubstr("flag --restore"));
+}
+
+// A job whose workload cannot run its model is refused at start (exit 2,
+// one line), not accepted and left to fail on every worker.
+TEST(JobValidationTest, CoordinatorRefusesAJobItsWorkloadCannotRun) {
+  if (std::getenv("ZSHARD_BIN_DIR") == nullptr) {
+    GTEST_SKIP() << "ZSHARD_BIN_DIR is not set";
+  }
+  zshard::testing::TempDir tmp;
+  std::string job = testing::TestJobJson();
+  const std::string synthetic = R"("kind": "synthetic")";
+  job.replace(job.find(synthetic), synthetic.size(), R"("kind": "regression")");
+  std::ofstream(tmp.File("bad.json")) << job;
+  auto [code, err] =
+      RunCoordinator(tmp, {"--job", tmp.File("bad.json"), "--listen",
+                           "127.0.0.1:0", "--state-dir", tmp.File("state")});
+  EXPECT_EQ(code, 2);
+  EXPECT_THAT(err, HasSubstr("bad.json"));
+  EXPECT_THAT(err, HasSubstr("the model must be the two-layer mlp"));
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
 }
 
 }  // namespace

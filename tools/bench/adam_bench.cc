@@ -25,6 +25,7 @@
 #include "tools/bench/baseline.h"
 #include "tools/bench/bench_commands.h"
 #if defined(ZSHARD_HAVE_CUDA_ADAM)
+#include "client/worker/cuda/cuda_util.h"
 #include "client/worker/optim/adam_cuda.h"
 #endif
 
@@ -246,7 +247,7 @@ int RunCpu(const Flags& f) {
 
 #if defined(ZSHARD_HAVE_CUDA_ADAM)
 int RunCuda(const Flags& f) {
-  if (optim::CudaDeviceCount() == 0) {
+  if (cuda::DeviceCount() == 0) {
     std::fprintf(stderr, "zshard-bench adam: no cuda device is present\n");
     return 1;
   }

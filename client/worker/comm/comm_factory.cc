@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/worker/comm/comm_buffer.h"
 #include "client/worker/comm/communicator.h"
-#include "client/worker/comm/gloo_communicator.h"
+#include "client/worker/comm/host_communicator.h"
 #if ZSHARD_HAVE_NCCL
 #include "client/worker/comm/cuda_memory.h"
 #include "client/worker/comm/nccl_communicator.h"
@@ -17,7 +17,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
   if (!valid.ok()) return valid;
   switch (options.device) {
     case CommDevice::kCpu:
-      return CreateGlooCommunicator(options);
+      return CreateHostCommunicator(options);
     case CommDevice::kCuda:
 #if ZSHARD_HAVE_NCCL
       return CreateNcclCommunicator(options);

@@ -1,7 +1,8 @@
 // The Communicator: the collectives and point-to-point moves of one group of
 // ranks (reduce-scatter, all-gather, all-reduce, send/recv, barrier, abort),
-// with its options and the factory that picks a backend (Gloo for host
-// memory, NCCL for device memory).
+// with its options and the factory that picks a backend (HostCommunicator
+// for host memory, over Gloo's TCP pairs or shared memory; NCCL for device
+// memory).
 #pragma once
 
 #include <atomic>
@@ -21,7 +22,7 @@ namespace zshard::comm {
 // Where a communicator's buffers live, which also picks the backend.
 enum class CommDevice : uint8_t { kCpu, kCuda };
 
-// How the host (Gloo) backend moves bytes between ranks.
+// How the host backend (HostCommunicator) moves bytes between ranks.
 enum class HostTransport : uint8_t { kAuto, kTcp, kShm };
 
 // "auto", "tcp", "shm".
@@ -48,23 +49,24 @@ struct CommOptions {
   // Bound on every operation, including creation's rendezvous; an operation
   // that runs longer fails with DeadlineExceeded. Default 30 s.
   int64_t timeout_ms = 30000;
-  // kCpu: host buffers, Gloo (over TCP or shared memory: host_transport).
+  // kCpu: host buffers, HostCommunicator (over TCP or shared memory:
+  // host_transport).
   // kCuda: device buffers, NCCL.
   // Default kCpu.
   CommDevice device = CommDevice::kCpu;
   // CUDA device ordinal used with kCuda. Default 0.
   int cuda_device = 0;
-  // Gloo: the local address this rank listens on. Default loopback.
+  // kCpu over tcp: the local address this rank listens on. Default loopback.
   std::string hostname = "127.0.0.1";
-  // Gloo: bytes per pipelined message of the host algorithms, >= 4096; 0:
+  // kCpu: bytes per pipelined message of the host algorithms, >= 4096; 0:
   // the transport's default (tcp 1 MiB; shm 256 KiB, which keeps the
   // receive scratch in cache). Default 0.
   size_t chunk_bytes = 0;
-  // Gloo: messages in flight per peer in a reduce-scatter (receive scratch
+  // kCpu: messages in flight per peer in a reduce-scatter (receive scratch
   // is pipeline_depth * chunk_bytes per peer), in [1, 64]; 0: the
   // transport's default (tcp 4, shm 2). Default 0.
   int pipeline_depth = 0;
-  // Gloo: reduce-scatter fp32, int64 and uint8 over a ring (3 ranks or
+  // kCpu: reduce-scatter fp32, int64 and uint8 over a ring (3 ranks or
   // more) instead of the pairwise exchange; bf16 and fp16 always take the
   // pairwise exchange, which rounds once. Default false: on loopback the
   // ring's per-hop two-input reductions cost more CPU than its fewer

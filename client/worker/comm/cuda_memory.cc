@@ -3,35 +3,19 @@
 
 #include <cuda_runtime.h>
 
-#include "absl/strings/str_cat.h"
+#include "client/worker/cuda/cuda_util.h"
 
 namespace zshard::comm {
-namespace {
 
-absl::Status CudaStatus(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(
-      absl::StrCat("cuda ", what, ": ", cudaGetErrorString(err)));
-}
-
-}  // namespace
-
-int CudaDeviceCount() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no device" error
-    return 0;
-  }
-  return count;
-}
+using cuda::ToStatus;
 
 absl::StatusOr<void*> CudaAlloc(int device, size_t bytes) {
-  absl::Status s = CudaStatus(cudaSetDevice(device), "set device");
+  absl::Status s = ToStatus(cudaSetDevice(device), "set device");
   if (!s.ok()) return s;
   void* ptr = nullptr;
-  s = CudaStatus(cudaMalloc(&ptr, bytes == 0 ? 1 : bytes), "malloc");
+  s = ToStatus(cudaMalloc(&ptr, bytes == 0 ? 1 : bytes), "malloc");
   if (!s.ok()) return s;
-  s = CudaStatus(cudaMemset(ptr, 0, bytes), "memset");
+  s = ToStatus(cudaMemset(ptr, 0, bytes), "memset");
   if (!s.ok()) {
     cudaFree(ptr);
     return s;
@@ -43,16 +27,6 @@ void CudaFree(void* ptr) {
   if (ptr != nullptr) cudaFree(ptr);
 }
 
-absl::Status CudaCopyToDevice(void* dst, const void* src, size_t bytes) {
-  return CudaStatus(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice),
-                    "copy to device");
-}
-
-absl::Status CudaCopyToHost(void* dst, const void* src, size_t bytes) {
-  return CudaStatus(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost),
-                    "copy to host");
-}
-
 namespace {
 
 class CudaCommBuffer final : public CommBuffer {
@@ -62,11 +36,11 @@ class CudaCommBuffer final : public CommBuffer {
   void* data() override { return ptr_; }
   size_t size() const override { return bytes_; }
   absl::Status CopyFromHost(const void* host, size_t bytes) override {
-    return bytes == 0 ? absl::OkStatus() : CudaCopyToDevice(ptr_, host, bytes);
+    return bytes == 0 ? absl::OkStatus()
+                      : cuda::CopyToDevice(ptr_, host, bytes);
   }
   absl::Status CopyToHost(void* host, size_t bytes) const override {
-    return bytes == 0 ? absl::OkStatus()
-                      : zshard::comm::CudaCopyToHost(host, ptr_, bytes);
+    return bytes == 0 ? absl::OkStatus() : cuda::CopyToHost(host, ptr_, bytes);
   }
 
  private:

@@ -1,5 +1,6 @@
 // Small CUDA device-memory functions for code that must not include CUDA
-// headers (tests and benchmarks of the NCCL backend). Built only with CUDA.
+// headers (tests and benchmarks of the NCCL backend); the device count and
+// the copies are in client/worker/cuda/cuda_util.h. Built only with CUDA.
 #pragma once
 
 #include <cstddef>
@@ -10,16 +11,9 @@
 
 namespace zshard::comm {
 
-// Number of usable CUDA devices; 0 when there is no driver or device.
-int CudaDeviceCount();
-
 // cudaMalloc on `device`; the memory is zeroed. Free with CudaFree.
 absl::StatusOr<void*> CudaAlloc(int device, size_t bytes);
 void CudaFree(void* ptr);
-
-// Synchronous copies between host and device memory.
-absl::Status CudaCopyToDevice(void* dst, const void* src, size_t bytes);
-absl::Status CudaCopyToHost(void* dst, const void* src, size_t bytes);
 
 // A CommBuffer in device memory of `device` (AllocateCommBuffer's kCuda).
 absl::StatusOr<std::unique_ptr<CommBuffer>> AllocateCudaCommBuffer(

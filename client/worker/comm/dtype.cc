@@ -57,8 +57,6 @@ absl::StatusOr<DataType> ParseDataType(absl::string_view name) {
                                     "' (want bf16, fp16, fp32, int64, uint8)");
 }
 
-bool IsValidDataType(DataType dtype) { return DataTypeSize(dtype) != 0; }
-
 bool IsValidReduceOp(ReduceOp op) {
   return op == ReduceOp::kSum || op == ReduceOp::kMax;
 }

@@ -29,8 +29,7 @@ absl::string_view ReduceOpName(ReduceOp op);
 // Parses a DataTypeName(); InvalidArgument for anything else.
 absl::StatusOr<DataType> ParseDataType(absl::string_view name);
 
-// True when `dtype` / `op` is one of the enumerators.
-bool IsValidDataType(DataType dtype);
+// True when `op` is one of the enumerators.
 bool IsValidReduceOp(ReduceOp op);
 
 }  // namespace zshard::comm

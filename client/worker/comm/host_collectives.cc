@@ -8,11 +8,6 @@
 #include "common/status.h"
 
 namespace zshard::comm {
-namespace {
-
-size_t CeilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
-
-}  // namespace
 
 HostCollectives::HostCollectives(PeerTransport* transport,
                                  const Options& options)

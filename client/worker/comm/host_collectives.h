@@ -22,6 +22,9 @@ namespace zshard::comm {
 // messages use their tag as slot.
 inline constexpr uint64_t kCollectiveSlotBase = uint64_t{1} << 40;
 
+// The number of chunks of `b` (> 0) bytes or elements that cover `a`.
+inline size_t CeilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
+
 // Runs the host algorithms for one rank. Owns the receive scratch (reused
 // across calls). Not thread-safe: one collective at a time. `transport`
 // must outlive this object.

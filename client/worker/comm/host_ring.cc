@@ -13,11 +13,6 @@
 #include "common/status.h"
 
 namespace zshard::comm {
-namespace {
-
-size_t CeilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
-
-}  // namespace
 
 bool HostCollectives::UseRing(DataType dtype) const {
   return options_.ring && size_ >= 3 && dtype != DataType::kBf16 &&

@@ -4,20 +4,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "client/worker/optim/float_bits.h"
+
 namespace zshard::comm {
 namespace {
-
-uint32_t FloatBits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  return u;
-}
-
-float BitsFloat(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
 
 // Elements per accumulation tile: small enough for the fp32 tile to stay in
 // L1, large enough for the loops to vectorise.
@@ -76,10 +66,10 @@ void Reduce16(ReduceOp op, const void* const* inputs, int n, void* out,
 }
 
 // bf16 reduction as Reduce16<Bf16ToFloat, FloatToBf16>, with the bit
-// conversions written over whole tiles (shifts, adds and a select on uint32
-// arrays) so that they vectorise; the scalar conversions' NaN branch and
-// per-element bit casts keep the generic loop scalar, several times slower
-// than the network on the bf16 reduce-scatter.
+// conversions done over whole tiles of uint32 bit patterns (shifts, adds and
+// a branch-free select) so that they vectorise; per-element bit casts keep
+// the generic loop scalar, several times slower than the network on the bf16
+// reduce-scatter.
 void ReduceBf16(ReduceOp op, const void* const* inputs, int n, void* out,
                 size_t count) {
   uint16_t* o = static_cast<uint16_t*>(out);
@@ -103,55 +93,26 @@ void ReduceBf16(ReduceOp op, const void* const* inputs, int n, void* out,
     }
     std::memcpy(bits, acc, len * sizeof(float));
     for (size_t i = 0; i < len; ++i) {
-      const uint32_t u = bits[i];
-      const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-      const uint32_t quiet_nan = (u >> 16) | 0x0040u;
-      o[base + i] = static_cast<uint16_t>(
-          (u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+      o[base + i] =
+          static_cast<uint16_t>(optim::Fp32BitsToBf16Bits<float>(bits[i]));
     }
   }
 }
 
 }  // namespace
 
-float Bf16ToFloat(uint16_t bits) {
-  return BitsFloat(static_cast<uint32_t>(bits) << 16);
-}
+// The conversions are optim/float_bits.h's, the one rounding rule shared by
+// the host, the Adam kernels and the device.
+float Bf16ToFloat(uint16_t bits) { return optim::Bf16BitsToFloat<float>(bits); }
 
 uint16_t FloatToBf16(float value) {
-  const uint32_t u = FloatBits(value);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    return static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
-  }
-  const uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>((u + rounding) >> 16);
+  return static_cast<uint16_t>(optim::FloatToBf16Bits(value));
 }
 
-float Fp16ToFloat(uint16_t bits) {
-  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
-  const uint32_t exp = (bits >> 10) & 0x1fu;
-  const uint32_t mant = bits & 0x3ffu;
-  if (exp == 0x1f) return BitsFloat(sign | 0x7f800000u | (mant << 13));
-  if (exp != 0) return BitsFloat(sign | ((exp + 112) << 23) | (mant << 13));
-  // Subnormal (or zero): mant * 2^-24, exact in fp32.
-  const float magnitude = static_cast<float>(mant) * 5.9604644775390625e-8f;
-  return sign ? -magnitude : magnitude;
-}
+float Fp16ToFloat(uint16_t bits) { return optim::HalfBitsToFloat(bits); }
 
 uint16_t FloatToFp16(float value) {
-  const uint32_t u = FloatBits(value);
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00u;   // NaN
-  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520: inf
-  if (abs >= 0x38800000u) {                       // normal in fp16
-    const uint32_t rounding = 0xfffu + ((abs >> 13) & 1u);
-    return sign | static_cast<uint16_t>((abs - 0x38000000u + rounding) >> 13);
-  }
-  // Subnormal or zero: round |value| / 2^-24 to the nearest even integer.
-  const float scaled = BitsFloat(abs) * 16777216.0f;  // exact
-  const float r = scaled + 8388608.0f - 8388608.0f;   // ties to even
-  return sign | static_cast<uint16_t>(r);
+  return static_cast<uint16_t>(optim::FloatToHalfBits(value));
 }
 
 void ReduceInto(DataType dtype, ReduceOp op, const void* const* inputs,

@@ -23,24 +23,6 @@ float Uniform(uint64_t seed, uint64_t stream, uint64_t index) {
 
 }  // namespace
 
-plan::ModelSpec RegressionModelSpec(const MlpShape& shape, plan::DType dtype) {
-  plan::ModelSpec spec;
-  spec.name = "regression-mlp";
-  auto add = [&](const char* name, std::vector<int64_t> dims, bool bias) {
-    plan::ParamSpec p;
-    p.name = name;
-    p.shape = std::move(dims);
-    p.dtype = dtype;
-    p.no_weight_decay = bias;
-    spec.params.push_back(std::move(p));
-  };
-  add("fc1.weight", {shape.hidden, shape.inputs}, false);
-  add("fc1.bias", {shape.hidden}, true);
-  add("fc2.weight", {shape.outputs, shape.hidden}, false);
-  add("fc2.bias", {shape.outputs}, true);
-  return spec;
-}
-
 RegressionWorkload::RegressionWorkload(const Options& options)
     : options_(options) {}
 

@@ -7,21 +7,15 @@
 #include <cstdint>
 
 #include "client/worker/engine/workload.h"
+#include "common/job/workload_model.h"
 #include "common/plan/model_spec.h"
 
 namespace zshard::engine {
 
-struct MlpShape {
-  int inputs = 16;  // x dimension
-  int hidden = 64;  // relu units
-  int outputs = 4;  // y dimension
-};
-
-// The model spec of the MLP, params in registration order: "fc1.weight"
-// [hidden, inputs], "fc1.bias" [hidden], "fc2.weight" [outputs, hidden],
-// "fc2.bias" [outputs]; biases carry no_weight_decay.
-plan::ModelSpec RegressionModelSpec(const MlpShape& shape,
-                                    plan::DType dtype = plan::DType::kBf16);
+// The MLP's sizes and model spec are the job spec's (common/job), which
+// checks that a regression job's model is this MLP.
+using job::MlpShape;
+using job::RegressionModelSpec;
 
 class RegressionWorkload final : public Workload {
  public:

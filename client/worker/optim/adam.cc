@@ -1,5 +1,5 @@
 // Derivation of the per-step AdamW scalars, the gradient scale and the
-// segment-table checks.
+// argument checks shared by the Adam launchers.
 #include "client/worker/optim/adam.h"
 
 #include <algorithm>
@@ -80,6 +80,23 @@ absl::Status ValidateSegments(absl::Span<const Segment> segments, int64_t n) {
     prev_end = seg.end;
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidateUpdateArgs(absl::string_view kernel,
+                                absl::Span<const Segment> segments,
+                                const float* master, const float* m,
+                                const float* v, const void* grad,
+                                const void* param_out, int64_t n) {
+  if (n < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kernel, " slice length ", n, " is negative"));
+  }
+  if (n > 0 && (master == nullptr || m == nullptr || v == nullptr ||
+                grad == nullptr || param_out == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kernel, " slice has a null master, m, v, grad or param pointer"));
+  }
+  return ValidateSegments(segments, n);
 }
 
 }  // namespace zshard::optim

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "client/worker/optim/adam_formula.h"
 
@@ -52,5 +53,15 @@ struct Segment {
 // no segment are left untouched, like padding. An empty table stands for one
 // segment [0, n) with weight decay. InvalidArgument naming the segment.
 absl::Status ValidateSegments(absl::Span<const Segment> segments, int64_t n);
+
+// The argument checks of an Adam launcher's Update (CpuAdam, CudaAdam), for
+// a slice of n elements: n >= 0, no null array when n > 0, and a valid
+// segment table. InvalidArgument whose message starts with `kernel` ("cpu
+// adam").
+absl::Status ValidateUpdateArgs(absl::string_view kernel,
+                                absl::Span<const Segment> segments,
+                                const float* master, const float* m,
+                                const float* v, const void* grad,
+                                const void* param_out, int64_t n);
 
 }  // namespace zshard::optim

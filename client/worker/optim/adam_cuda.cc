@@ -1,5 +1,5 @@
-// CudaAdam and the device utilities: argument checks, the segment table cut
-// into launch-sized runs, and CUDA runtime calls turned into Status.
+// CudaAdam and the device utilities: the segment table cut into
+// launch-sized runs, device buffers and the copy bandwidth probe.
 #include "client/worker/optim/adam_cuda.h"
 
 #include <cuda_runtime.h>
@@ -8,17 +8,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/worker/cuda/cuda_util.h"
 #include "client/worker/optim/adam_cuda_kernel.h"
 #include "common/status.h"
 
 namespace zshard::optim {
 namespace {
 
-absl::Status CudaStatus(cudaError_t err, absl::string_view what) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(
-      absl::StrCat("cuda ", what, " failed: ", cudaGetErrorString(err)));
-}
+using cuda::ToStatus;
 
 static_assert(static_cast<int>(plan::DType::kBf16) ==
                       static_cast<int>(cuda_internal::ElemType::kBf16) &&
@@ -34,15 +31,6 @@ cuda_internal::ElemType ToElem(plan::DType d) {
 
 }  // namespace
 
-int CudaDeviceCount() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no device" error
-    return 0;
-  }
-  return count;
-}
-
 absl::StatusOr<std::unique_ptr<CudaAdam>> CudaAdam::Create(
     const CudaAdamOptions& options) {
   if (options.threads_per_block < 32 || options.threads_per_block > 1024) {
@@ -54,24 +42,23 @@ absl::StatusOr<std::unique_ptr<CudaAdam>> CudaAdam::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "cuda adam blocks_per_sm ", options.blocks_per_sm, " is not >= 1"));
   }
-  const int count = CudaDeviceCount();
+  const int count = cuda::DeviceCount();
   if (options.device < 0 || options.device >= count) {
     return absl::UnavailableError(absl::StrCat("cuda device ", options.device,
                                                " is not present (", count,
                                                " devices)"));
   }
-  ZSHARD_RETURN_IF_ERROR(
-      CudaStatus(cudaSetDevice(options.device), "set device"));
+  ZSHARD_RETURN_IF_ERROR(ToStatus(cudaSetDevice(options.device), "set device"));
   int sms = 0;
   ZSHARD_RETURN_IF_ERROR(
-      CudaStatus(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
-                                        options.device),
-                 "get multiprocessor count"));
+      ToStatus(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
+                                      options.device),
+               "get multiprocessor count"));
   void* stream = options.stream;
   const bool owns = stream == nullptr;
   if (owns) {
     cudaStream_t s;
-    ZSHARD_RETURN_IF_ERROR(CudaStatus(
+    ZSHARD_RETURN_IF_ERROR(ToStatus(
         cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "create stream"));
     stream = s;
   }
@@ -98,20 +85,12 @@ absl::Status CudaAdam::Update(const AdamStepParams& params,
                               float* m, float* v, const void* grad,
                               plan::DType grad_dtype, void* param_out,
                               plan::DType param_dtype, int64_t n) {
-  if (n < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cuda adam slice length ", n, " is negative"));
-  }
-  if (n > 0 && (master == nullptr || m == nullptr || v == nullptr ||
-                grad == nullptr || param_out == nullptr)) {
-    return absl::InvalidArgumentError(
-        "cuda adam slice has a null master, m, v, grad or param pointer");
-  }
-  ZSHARD_RETURN_IF_ERROR(ValidateSegments(segments, n));
+  ZSHARD_RETURN_IF_ERROR(ValidateUpdateArgs("cuda adam", segments, master, m, v,
+                                            grad, param_out, n));
   const Segment whole{0, n, false, false};
   if (segments.empty()) segments = absl::MakeConstSpan(&whole, 1);
   ZSHARD_RETURN_IF_ERROR(
-      CudaStatus(cudaSetDevice(options_.device), "set device"));
+      ToStatus(cudaSetDevice(options_.device), "set device"));
 
   cuda_internal::LaunchArgs args;
   args.step = params;
@@ -128,7 +107,7 @@ absl::Status CudaAdam::Update(const AdamStepParams& params,
     const int err = cuda_internal::LaunchAdamKernel(
         args, runs, options_.threads_per_block, max_blocks_, stream_);
     runs.count = 0;
-    return CudaStatus(static_cast<cudaError_t>(err), "adam kernel launch");
+    return ToStatus(err, "adam kernel launch");
   };
   for (const Segment& seg : segments) {
     if (seg.padding || seg.end == seg.begin) continue;
@@ -145,9 +124,9 @@ absl::Status CudaAdam::Update(const AdamStepParams& params,
 
 absl::Status CudaAdam::Synchronize() {
   ZSHARD_RETURN_IF_ERROR(
-      CudaStatus(cudaSetDevice(options_.device), "set device"));
-  return CudaStatus(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)),
-                    "stream synchronize");
+      ToStatus(cudaSetDevice(options_.device), "set device"));
+  return ToStatus(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)),
+                  "stream synchronize");
 }
 
 absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(int64_t bytes, int device) {
@@ -155,11 +134,11 @@ absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(int64_t bytes, int device) {
     return absl::InvalidArgumentError(
         absl::StrCat("device buffer size ", bytes, " is negative"));
   }
-  if (device < 0 || device >= CudaDeviceCount()) {
+  if (device < 0 || device >= cuda::DeviceCount()) {
     return absl::UnavailableError(
         absl::StrCat("cuda device ", device, " is not present"));
   }
-  ZSHARD_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), "set device"));
+  ZSHARD_RETURN_IF_ERROR(ToStatus(cudaSetDevice(device), "set device"));
   DeviceBuffer buf;
   if (bytes > 0) {
     const cudaError_t err = cudaMalloc(&buf.data_, bytes);
@@ -197,8 +176,7 @@ absl::Status DeviceBuffer::CopyFromHost(const void* src, int64_t bytes) {
         "device buffer copy of ", bytes, " bytes exceeds its ", bytes_));
   }
   if (bytes == 0) return absl::OkStatus();
-  return CudaStatus(cudaMemcpy(data_, src, bytes, cudaMemcpyHostToDevice),
-                    "copy to device");
+  return cuda::CopyToDevice(data_, src, static_cast<size_t>(bytes));
 }
 
 absl::Status DeviceBuffer::CopyToHost(void* dst, int64_t bytes) const {
@@ -207,8 +185,7 @@ absl::Status DeviceBuffer::CopyToHost(void* dst, int64_t bytes) const {
         "device buffer copy of ", bytes, " bytes exceeds its ", bytes_));
   }
   if (bytes == 0) return absl::OkStatus();
-  return CudaStatus(cudaMemcpy(dst, data_, bytes, cudaMemcpyDeviceToHost),
-                    "copy to host");
+  return cuda::CopyToHost(dst, data_, static_cast<size_t>(bytes));
 }
 
 absl::StatusOr<double> MeasureDeviceCopyBandwidth(int64_t bytes, int iters,
@@ -221,12 +198,11 @@ absl::StatusOr<double> MeasureDeviceCopyBandwidth(int64_t bytes, int iters,
                           DeviceBuffer::Allocate(bytes, device));
   ZSHARD_ASSIGN_OR_RETURN(DeviceBuffer dst,
                           DeviceBuffer::Allocate(bytes, device));
-  ZSHARD_RETURN_IF_ERROR(
-      CudaStatus(cudaMemset(src.data(), 1, bytes), "memset"));
+  ZSHARD_RETURN_IF_ERROR(ToStatus(cudaMemset(src.data(), 1, bytes), "memset"));
   cudaEvent_t start, stop;
-  ZSHARD_RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&start), "event create"));
-  ZSHARD_RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&stop), "event create"));
-  absl::Status status = CudaStatus(
+  ZSHARD_RETURN_IF_ERROR(ToStatus(cudaEventCreate(&start), "event create"));
+  ZSHARD_RETURN_IF_ERROR(ToStatus(cudaEventCreate(&stop), "event create"));
+  absl::Status status = ToStatus(
       cudaMemcpy(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice),
       "device copy");
   float ms = 0;
@@ -236,9 +212,9 @@ absl::StatusOr<double> MeasureDeviceCopyBandwidth(int64_t bytes, int iters,
       cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice);
     }
     cudaEventRecord(stop);
-    status = CudaStatus(cudaEventSynchronize(stop), "device copy");
+    status = ToStatus(cudaEventSynchronize(stop), "device copy");
     if (status.ok()) {
-      status = CudaStatus(cudaEventElapsedTime(&ms, start, stop), "timing");
+      status = ToStatus(cudaEventElapsedTime(&ms, start, stop), "timing");
     }
   }
   cudaEventDestroy(start);

@@ -1,6 +1,7 @@
 // CudaAdam: the AdamW step of an owned slice in device memory, one flat
 // kernel launch per slice (per 128 pieces), plus the small device utilities
-// its tests and benchmark need (device count, buffers, copy bandwidth).
+// its tests and benchmark need (buffers, copy bandwidth; the device count is
+// client/worker/cuda/cuda_util.h's).
 // No CUDA types appear here.
 #pragma once
 
@@ -14,9 +15,6 @@
 #include "common/plan/model_spec.h"
 
 namespace zshard::optim {
-
-// Number of CUDA devices; 0 when there is no device or no driver.
-int CudaDeviceCount();
 
 struct CudaAdamOptions {
   int device = 0;  // CUDA device ordinal (default 0)

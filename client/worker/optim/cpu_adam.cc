@@ -69,16 +69,8 @@ absl::Status CpuAdam::Update(const AdamStepParams& params,
                              float* m, float* v, const void* grad,
                              plan::DType grad_dtype, void* param_out,
                              plan::DType param_dtype, int64_t n) {
-  if (n < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cpu adam slice length ", n, " is negative"));
-  }
-  if (n > 0 && (master == nullptr || m == nullptr || v == nullptr ||
-                grad == nullptr || param_out == nullptr)) {
-    return absl::InvalidArgumentError(
-        "cpu adam slice has a null master, m, v, grad or param pointer");
-  }
-  ZSHARD_RETURN_IF_ERROR(ValidateSegments(segments, n));
+  ZSHARD_RETURN_IF_ERROR(ValidateUpdateArgs("cpu adam", segments, master, m, v,
+                                            grad, param_out, n));
 
   std::vector<Run> runs;
   const Segment whole{0, n, false, false};

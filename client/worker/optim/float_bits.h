@@ -42,18 +42,26 @@ ZSHARD_HD_INLINE F Bf16BitsToFloat(typename LaneTraits<F>::Bits h) {
   return LaneTraits<F>::FromBits(h << 16);
 }
 
-// fp32 -> bf16 bits (in the low 16 bits of each lane), round to nearest
-// even. Infinities stay infinite, finite values past the bf16 range round to
-// infinity, and NaN stays NaN (quieted, sign and top payload kept).
+// fp32 bit patterns -> bf16 bits (in the low 16 bits of each lane), round
+// to nearest even. Infinities stay infinite, finite values past the bf16
+// range round to infinity, and NaN stays NaN (quieted, sign and top payload
+// kept). Branch-free, so that loops over arrays of bits vectorise.
 template <typename F>
-ZSHARD_HD_INLINE typename LaneTraits<F>::Bits FloatToBf16Bits(F x) {
+ZSHARD_HD_INLINE typename LaneTraits<F>::Bits Fp32BitsToBf16Bits(
+    typename LaneTraits<F>::Bits b) {
   using L = LaneTraits<F>;
   using Bits = typename L::Bits;
-  const Bits b = L::ToBits(x);
   const Bits rounded = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
   const Bits quiet_nan = (b >> 16) | 0x40u;
   const Bits is_nan = L::GreaterMask(b & 0x7FFFFFFFu, 0x7F800000u);
   return (quiet_nan & is_nan) | (rounded & ~is_nan);
+}
+
+// fp32 -> bf16 bits (in the low 16 bits of each lane), as
+// Fp32BitsToBf16Bits.
+template <typename F>
+ZSHARD_HD_INLINE typename LaneTraits<F>::Bits FloatToBf16Bits(F x) {
+  return Fp32BitsToBf16Bits<F>(LaneTraits<F>::ToBits(x));
 }
 
 // fp16 bits -> fp32 (scalar). Exact, subnormals included.

@@ -1,5 +1,5 @@
-// Runs the conformance suite against the Gloo backend on TCP pairs, ranks
-// 1..8.
+// Runs the conformance suite against the host backend (HostCommunicator) on
+// Gloo's TCP pairs, ranks 1..8.
 #include "tests/worker/comm/conformance_suite.h"
 
 namespace zshard::comm::testing {

@@ -1,6 +1,7 @@
 // Runs the conformance suite against the NCCL backend: one CUDA device per
 // rank; groups larger than the machine's device count are skipped.
 #include "client/worker/comm/cuda_memory.h"
+#include "client/worker/cuda/cuda_util.h"
 #include "tests/worker/comm/conformance_suite.h"
 
 namespace zshard::comm::testing {
@@ -16,12 +17,12 @@ class DeviceSpace final : public BufferSpace {
   void Free(void* ptr) override { CudaFree(ptr); }
   void Upload(void* dst, const void* host, size_t bytes) override {
     if (bytes > 0) {
-      EXPECT_TRUE(CudaCopyToDevice(dst, host, bytes).ok());
+      EXPECT_TRUE(cuda::CopyToDevice(dst, host, bytes).ok());
     }
   }
   void Download(void* host, const void* src, size_t bytes) override {
     if (bytes > 0) {
-      EXPECT_TRUE(CudaCopyToHost(host, src, bytes).ok());
+      EXPECT_TRUE(cuda::CopyToHost(host, src, bytes).ok());
     }
   }
 };
@@ -29,7 +30,7 @@ class DeviceSpace final : public BufferSpace {
 Backend NcclBackend() {
   return Backend{"nccl",
                  CommDevice::kCuda,
-                 [](int ranks) { return CudaDeviceCount() >= ranks; },
+                 [](int ranks) { return cuda::DeviceCount() >= ranks; },
                  [] { return std::make_unique<DeviceSpace>(); },
                  HostTransport::kAuto,
                  "nccl"};

@@ -1,5 +1,5 @@
-// Runs the conformance suite and the fault suite against the Gloo backend
-// on the shared-memory transport, ranks 1..8.
+// Runs the conformance suite and the fault suite against the host backend
+// (HostCommunicator) on the shared-memory transport, ranks 1..8.
 #include "tests/worker/comm/conformance_suite.h"
 
 namespace zshard::comm::testing {

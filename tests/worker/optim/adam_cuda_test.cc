@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "client/worker/cuda/cuda_util.h"
 #include "client/worker/optim/cpu_adam.h"
 #include "client/worker/optim/float_bits.h"
 #include "gtest/gtest.h"
@@ -49,7 +50,7 @@ HostSlice MakeSlice(int64_t n, DType gd, DType pd, uint32_t seed) {
 class CudaAdamTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no cuda device";
+    if (cuda::DeviceCount() == 0) GTEST_SKIP() << "no cuda device";
   }
 };
 
@@ -124,7 +125,7 @@ TEST_F(CudaAdamTest, RejectsBadArguments) {
 }
 
 TEST(CudaAdamNoDeviceTest, CreateFailsCleanlyWithoutDevice) {
-  if (CudaDeviceCount() > 0) GTEST_SKIP() << "a cuda device is present";
+  if (cuda::DeviceCount() > 0) GTEST_SKIP() << "a cuda device is present";
   auto gpu = CudaAdam::Create(CudaAdamOptions{});
   EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnavailable);
 }

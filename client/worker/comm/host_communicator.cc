@@ -1,7 +1,7 @@
-// GlooCommunicator: deadlines, sticky failure and abort around the host
+// HostCommunicator: deadlines, sticky failure and abort around the host
 // collectives on a PeerTransport (Gloo's TCP pairs or shared memory), and
 // the choice between the two.
-#include "client/worker/comm/gloo_communicator.h"
+#include "client/worker/comm/host_communicator.h"
 
 #include <algorithm>
 #include <utility>
@@ -35,9 +35,9 @@ HostCollectives::Options CollectiveOptions(const CommOptions& options,
 
 // Thread safety as Communicator's: operations from one thread at a time
 // (enforced by the base class); Abort() from any thread.
-class GlooCommunicator final : public Communicator {
+class HostCommunicator final : public Communicator {
  public:
-  GlooCommunicator(const CommOptions& options,
+  HostCommunicator(const CommOptions& options,
                    std::unique_ptr<PeerTransport> transport,
                    absl::string_view transport_name)
       : Communicator(options.rank, options.size),
@@ -47,7 +47,7 @@ class GlooCommunicator final : public Communicator {
         collectives_(transport_.get(),
                      CollectiveOptions(options, transport_name)) {}
 
-  ~GlooCommunicator() override {
+  ~HostCommunicator() override {
     // Connections close before the scratch they may write into goes away.
     transport_->Shutdown();
   }
@@ -123,7 +123,7 @@ class GlooCommunicator final : public Communicator {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
+absl::StatusOr<std::unique_ptr<Communicator>> CreateHostCommunicator(
     const CommOptions& options) {
   // Creation as a whole, both rendezvous included, is bounded by the timeout.
   const absl::Time deadline =
@@ -139,7 +139,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     auto shm = ShmTransport::Connect(sopts);
     if (shm.ok()) {
       return std::unique_ptr<Communicator>(
-          new GlooCommunicator(options, std::move(shm).value(), "shm"));
+          new HostCommunicator(options, std::move(shm).value(), "shm"));
     }
     // Every rank read the same records, so every rank falls back alike.
     if (options.host_transport == HostTransport::kShm ||
@@ -158,7 +158,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
   auto transport = GlooTransport::Connect(topts);
   if (!transport.ok()) return transport.status();
   return std::unique_ptr<Communicator>(
-      new GlooCommunicator(options, std::move(transport).value(), "tcp"));
+      new HostCommunicator(options, std::move(transport).value(), "tcp"));
 }
 
 }  // namespace zshard::comm
