@@ -45,7 +45,7 @@ absl::StatusOr<OnlineArgs> ParseOnlineArgs(const GlobalFlags& global, int argc,
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const OnlineArgs& args) {
-  return worker::MakeCoordinatorChannel(args.channel);
+  return net::MakeCoordinatorChannel(args.channel);
 }
 
 std::unique_ptr<grpc::ClientContext> CallContext(const OnlineArgs& args,

@@ -12,17 +12,17 @@
 #include "absl/status/statusor.h"
 #include "client/ctl/commands.h"
 #include "client/ctl/flags.h"
-#include "client/worker/session/channel.h"
+#include "common/net/channel.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 
 namespace zshard::ctl {
 
 struct OnlineArgs {
-  worker::ChannelOptions channel;  // target from --coordinator
-  bool json = false;               // --output json (default table)
-  int64_t timeout_ms = 5000;       // --timeout-ms, per call
-  ParsedFlags flags;               // every flag, the command's own included
+  net::ChannelOptions channel;  // target from --coordinator
+  bool json = false;            // --output json (default table)
+  int64_t timeout_ms = 5000;    // --timeout-ms, per call
+  ParsedFlags flags;            // every flag, the command's own included
 };
 
 // Parses argv[1..argc) against --output, --tls-ca, --tls-cert, --tls-key,

@@ -13,7 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/ctl/online_commands.h"
-#include "client/worker/session/channel.h"
+#include "common/net/channel.h"
 #include "grpcpp/client_context.h"
 #include "zshard/v1/dashboard_service.grpc.pb.h"
 
@@ -80,7 +80,7 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
 }
 
 int RunStatusArgs(const std::vector<std::string>& args) {
-  worker::ChannelOptions channel_options;
+  net::ChannelOptions channel_options;
   bool json = false;
   int64_t timeout_ms = 5000;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -126,7 +126,7 @@ int RunStatusArgs(const std::vector<std::string>& args) {
   if (channel_options.target.empty()) {
     return UsageError("--coordinator HOST:PORT is required");
   }
-  auto channel = worker::MakeCoordinatorChannel(channel_options);
+  auto channel = net::MakeCoordinatorChannel(channel_options);
   if (!channel.ok()) return UsageError(std::string(channel.status().message()));
   auto stub = v1::DashboardService::NewStub(*channel);
   grpc::ClientContext context;

@@ -16,7 +16,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "client/worker/session/channel.h"
+#include "common/net/channel.h"
 #include "tools/loadgen/load_generator.h"
 
 namespace {
@@ -30,7 +30,7 @@ int Usage(const std::string& message) {
 
 int main(int argc, char** argv) {
   zshard::loadgen::LoadOptions options;
-  zshard::worker::ChannelOptions channel_options;
+  zshard::net::ChannelOptions channel_options;
   bool json = false;
   int64_t duration_s = 30;
   int connections = 8;
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
   options.duration_ms = duration_s * 1000;
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (int c = 0; c < connections; ++c) {
-    auto channel = zshard::worker::MakeCoordinatorChannel(channel_options);
+    auto channel = zshard::net::MakeCoordinatorChannel(channel_options);
     if (!channel.ok()) return Usage(std::string(channel.status().message()));
     channels.push_back(*channel);
   }

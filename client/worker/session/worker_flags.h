@@ -9,14 +9,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/worker/session/channel.h"
 #include "client/worker/session/coordinator_session.h"
 #include "common/logging.h"
+#include "common/net/channel.h"
 
 namespace zshard::worker {
 
 struct WorkerFlags {
-  ChannelOptions channel;
+  net::ChannelOptions channel;
   CoordinatorSession::Options session;
   LogFormat log_format = LogFormat::kText;
   // --metrics-listen HOST:PORT for /healthz and /metrics; empty: none.
