@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (flags->help) {
-    std::printf("%s\n", zshard::worker::WorkerUsage());
+    std::fputs(zshard::worker::WorkerUsage().c_str(), stdout);
     return 0;
   }
   zshard::SetLogFormat(flags->log_format);

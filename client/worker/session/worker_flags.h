@@ -41,7 +41,7 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(
 absl::StatusOr<std::map<std::string, std::string>> ParseLabels(
     const std::string& text);
 
-// The usage text printed by --help.
-const char* WorkerUsage();
+// The usage text printed by --help: the synopsis and a line per flag.
+std::string WorkerUsage();
 
 }  // namespace zshard::worker
