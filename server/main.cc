@@ -4,17 +4,34 @@
 #include <signal.h>
 
 #include <cstdio>
-#include <map>
 #include <string>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_io.h"
+#include "common/flags.h"
 #include "common/job/job_spec.h"
 #include "common/logging.h"
 #include "server/coordinator.h"
 #include "server/service/checkpoint_convert.h"
+
+ABSL_FLAG(std::string, job, "", "the job spec (JSON); required");
+ABSL_FLAG(std::string, listen, "", "HOST:PORT of the gRPC services; required");
+ABSL_FLAG(std::string, state_dir, "",
+          "directory of the SQLite state store; required");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "HOST:PORT of /metrics and /healthz; empty: none");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of the server");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of the server");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA that client certificates must chain to (mutual TLS)");
+ABSL_FLAG(std::string, admin_token_file, "",
+          "file holding the bearer token of AdminService calls");
+ABSL_FLAG(std::string, log_format, "text", "text or json");
+ABSL_FLAG(std::string, restore, "",
+          "checkpoint directory the job starts from (fresh state dir only)");
 
 namespace {
 
@@ -29,50 +46,39 @@ int Fail(int code, const std::string& line) {
   return code;
 }
 
-// Reads --name VALUE and --name=VALUE pairs. Returns an error line or "".
-std::string ParseFlags(int argc, char** argv,
-                       std::map<std::string, std::string>* flags) {
-  static const char* const kKnown[] = {
-      "job",        "listen",  "state-dir",     "metrics-listen",
-      "tls-cert",   "tls-key", "tls-client-ca", "admin-token-file",
-      "log-format", "restore"};
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") return kUsage;
-    if (arg.rfind("--", 0) != 0) return "unexpected argument '" + arg + "'";
-    std::string name = arg.substr(2), value;
-    size_t eq = name.find('=');
-    if (eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      return "flag --" + name + " needs a value";
-    }
-    bool known = false;
-    for (const char* k : kKnown) known = known || name == k;
-    if (!known) return "unknown flag --" + name;
-    (*flags)[name] = value;
-  }
-  for (const char* required : {"job", "listen", "state-dir"}) {
-    if (flags->count(required) == 0) {
-      return absl::StrCat("flag --", required, " is required");
+zshard::FlagList CoordinatorFlags() {
+  using zshard::FlagOf;
+  return {FlagOf(FLAGS_job),           FlagOf(FLAGS_listen),
+          FlagOf(FLAGS_state_dir),     FlagOf(FLAGS_metrics_listen),
+          FlagOf(FLAGS_tls_cert),      FlagOf(FLAGS_tls_key),
+          FlagOf(FLAGS_tls_client_ca), FlagOf(FLAGS_admin_token_file),
+          FlagOf(FLAGS_log_format),    FlagOf(FLAGS_restore)};
+}
+
+// The required flags are given and the addresses are HOST:PORT.
+absl::Status CheckFlags(const zshard::ParsedCommandLine& parsed) {
+  for (const absl::Flag<std::string>* required :
+       {&FLAGS_job, &FLAGS_listen, &FLAGS_state_dir}) {
+    if (!parsed.Given(*required)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag ", zshard::FlagName(*required), " is required"));
     }
   }
-  for (const char* address : {"listen", "metrics-listen"}) {
-    auto it = flags->find(address);
-    if (it == flags->end()) continue;
-    size_t colon = it->second.rfind(':');
+  for (const absl::Flag<std::string>* address :
+       {&FLAGS_listen, &FLAGS_metrics_listen}) {
+    if (!parsed.Given(*address)) continue;
+    const std::string value = absl::GetFlag(*address);
+    size_t colon = value.rfind(':');
     int port = -1;
     if (colon == std::string::npos || colon == 0 ||
-        !absl::SimpleAtoi(it->second.substr(colon + 1), &port) || port < 0 ||
+        !absl::SimpleAtoi(value.substr(colon + 1), &port) || port < 0 ||
         port > 65535) {
-      return absl::StrCat("flag --", address, " must be HOST:PORT, got '",
-                          it->second, "'");
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag ", zshard::FlagName(*address),
+                       " must be HOST:PORT, got '", value, "'"));
     }
   }
-  return "";
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -85,56 +91,64 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  std::map<std::string, std::string> flags;
-  std::string error = ParseFlags(argc, argv, &flags);
-  if (!error.empty()) return Fail(2, error);
-  if (flags.count("log-format")) {
-    const std::string& f = flags["log-format"];
+  const zshard::FlagList flag_list = CoordinatorFlags();
+  auto parsed = zshard::ParseCommandLine(zshard::Args(argc, argv), flag_list);
+  if (!parsed.ok()) return Fail(2, std::string(parsed.status().message()));
+  if (parsed->help()) {
+    std::printf("%s\n\n%s", kUsage, zshard::FlagsHelp(flag_list).c_str());
+    return 0;
+  }
+  if (absl::Status s = CheckFlags(*parsed); !s.ok()) {
+    return Fail(2, std::string(s.message()));
+  }
+  {
+    const std::string f = absl::GetFlag(FLAGS_log_format);
     if (f != "text" && f != "json") {
       return Fail(2, "flag --log-format must be text or json");
     }
     zshard::SetLogFormat(f == "json" ? zshard::LogFormat::kJson
                                      : zshard::LogFormat::kText);
   }
-  auto text = zshard::ReadFile(flags["job"]);
+  const std::string job_file = absl::GetFlag(FLAGS_job);
+  auto text = zshard::ReadFile(job_file);
   if (!text.ok()) {
     return Fail(2, absl::StrCat("job file: ", text.status().message()));
   }
   auto spec = zshard::job::ParseJobSpec(*text);
   if (!spec.ok()) {
-    return Fail(2, absl::StrCat("job file '", flags["job"],
+    return Fail(2, absl::StrCat("job file '", job_file,
                                 "': ", spec.status().message()));
   }
   zshard::server::CoordinatorOptions options;
-  options.listen = flags["listen"];
-  options.state_dir = flags["state-dir"];
-  options.metrics_listen = flags["metrics-listen"];
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.state_dir = absl::GetFlag(FLAGS_state_dir);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   struct FileFlag {
-    const char* flag;
+    const absl::Flag<std::string>* flag;
     std::string* dest;
   };
   std::string admin_token;
-  for (FileFlag f : {FileFlag{"tls-cert", &options.tls_cert_pem},
-                     FileFlag{"tls-key", &options.tls_key_pem},
-                     FileFlag{"tls-client-ca", &options.tls_client_ca_pem},
-                     FileFlag{"admin-token-file", &admin_token}}) {
-    if (flags.count(f.flag) == 0) continue;
-    auto contents = zshard::ReadFile(flags[f.flag]);
+  for (FileFlag f : {FileFlag{&FLAGS_tls_cert, &options.tls_cert_pem},
+                     FileFlag{&FLAGS_tls_key, &options.tls_key_pem},
+                     FileFlag{&FLAGS_tls_client_ca, &options.tls_client_ca_pem},
+                     FileFlag{&FLAGS_admin_token_file, &admin_token}}) {
+    if (!parsed->Given(*f.flag)) continue;
+    auto contents = zshard::ReadFile(absl::GetFlag(*f.flag));
     if (!contents.ok()) {
-      return Fail(2, absl::StrCat("flag --", f.flag, ": ",
+      return Fail(2, absl::StrCat("flag ", zshard::FlagName(*f.flag), ": ",
                                   contents.status().message()));
     }
     *f.dest = *std::move(contents);
   }
   options.admin_token = std::string(absl::StripAsciiWhitespace(admin_token));
-  if (flags.count("admin-token-file") && options.admin_token.empty()) {
+  if (parsed->Given(FLAGS_admin_token_file) && options.admin_token.empty()) {
     return Fail(2, "flag --admin-token-file: the file is empty");
   }
-  if (flags.count("restore")) {
+  if (parsed->Given(FLAGS_restore)) {
     // The job starts from this checkpoint (a fresh state dir only: the
     // membership refuses a state dir that holds a job).
-    auto restore =
-        zshard::server::LoadRestoreCheckpoint(flags["restore"], *spec);
+    auto restore = zshard::server::LoadRestoreCheckpoint(
+        absl::GetFlag(FLAGS_restore), *spec);
     if (!restore.ok()) {
       return Fail(2,
                   absl::StrCat("flag --restore: ", restore.status().message()));

@@ -77,10 +77,7 @@ int RunCheckpointCommand(const GlobalFlags& global, int argc, char** argv) {
   absl::StatusOr<OnlineArgs> args =
       ParseOnlineArgs(global, argc - 1, argv + 1, {});
   if (!args.ok()) return ReportError("checkpoint", args.status());
-  if (args->flags.Has("help")) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
+  if (args->parsed.help()) return PrintUsage(kUsage, *args);
   auto channel = Connect(*args);
   if (!channel.ok()) return ReportError("checkpoint", channel.status());
   auto stub = v1::DashboardService::NewStub(*channel);

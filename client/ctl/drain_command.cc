@@ -8,16 +8,21 @@
 #include <string>
 #include <thread>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "client/ctl/commands.h"
 #include "client/ctl/model_options.h"
 #include "client/ctl/online.h"
 #include "client/ctl/online_commands.h"
 #include "client/ctl/progress.h"
+#include "client/ctl/shared_flags.h"
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
 #include "zshard/v1/admin_service.grpc.pb.h"
 #include "zshard/v1/dashboard_service.grpc.pb.h"
+
+ABSL_FLAG(bool, wait, false, "follow the worker until it has left");
+ABSL_FLAG(int64_t, wait_timeout_s, 600, "how long --wait waits, seconds");
 
 namespace zshard::ctl {
 namespace {
@@ -122,21 +127,19 @@ int RunDrainCommand(const GlobalFlags& global, int argc, char** argv) {
                      "the worker's NAME is missing (zshardctl drain NAME)"));
   }
   const std::string name = argv[1];
-  absl::StatusOr<OnlineArgs> args = ParseOnlineArgs(
-      global, argc - 1, argv + 1,
-      {{"wait", false}, {"wait-timeout-s", true}, {"token-file", true}});
+  absl::StatusOr<OnlineArgs> args =
+      ParseOnlineArgs(global, argc - 1, argv + 1,
+                      {FlagOf(FLAGS_wait), FlagOf(FLAGS_wait_timeout_s),
+                       FlagOf(FLAGS_token_file)});
   if (!args.ok()) return ReportError("drain", args.status());
-  if (args->flags.Has("help")) {
-    std::fputs(kUsage, stdout);
-    return 0;
+  if (args->parsed.help()) return PrintUsage(kUsage, *args);
+  if (absl::Status s = CheckRange(FLAGS_wait_timeout_s, 1, 86400); !s.ok()) {
+    return ReportError("drain", s);
   }
-  absl::StatusOr<int64_t> wait_timeout_s =
-      args->flags.GetInt("wait-timeout-s", 600, 1, 86400);
-  if (!wait_timeout_s.ok())
-    return ReportError("drain", wait_timeout_s.status());
   std::string token;
-  const std::string token_file =
-      args->flags.Get("token-file", global.token_file);
+  const std::string token_file = args->parsed.Given(FLAGS_token_file)
+                                     ? absl::GetFlag(FLAGS_token_file)
+                                     : global.token_file;
   if (!token_file.empty()) {
     absl::StatusOr<std::string> read = ReadTokenFile(token_file);
     if (!read.ok()) return ReportError("drain", read.status());
@@ -160,14 +163,16 @@ int RunDrainCommand(const GlobalFlags& global, int argc, char** argv) {
   if (!s.ok()) return ReportRpcError("drain", *args, s);
 
   WaitResult waited{0, "DRAINING", 0};
-  if (args->flags.Has("wait")) {
+  const bool wait = absl::GetFlag(FLAGS_wait);
+  if (wait) {
     auto dashboard = v1::DashboardService::NewStub(*channel);
-    waited = WaitForLeave(dashboard.get(), *args, name, *wait_timeout_s);
+    waited = WaitForLeave(dashboard.get(), *args, name,
+                          absl::GetFlag(FLAGS_wait_timeout_s));
     if (waited.exit != 0) return waited.exit;
   }
   if (args->json) {
     nlohmann::json out = {{"worker", name}, {"state", waited.final_state}};
-    if (args->flags.Has("wait")) out["waited_ms"] = waited.waited_ms;
+    if (wait) out["waited_ms"] = waited.waited_ms;
     std::cout << out.dump() << std::endl;
   } else if (waited.final_state == "LEFT") {
     std::cout << "worker " << name << " handed its state over and left after "

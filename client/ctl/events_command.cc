@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/ctl/commands.h"
@@ -15,6 +16,8 @@
 #include "client/ctl/progress.h"
 #include "nlohmann/json.hpp"
 #include "zshard/v1/dashboard_service.grpc.pb.h"
+
+ABSL_FLAG(bool, follow, false, "keep printing new events as they come");
 
 namespace zshard::ctl {
 namespace {
@@ -41,13 +44,10 @@ std::string EventLine(const v1::Event& e) {
 
 int RunEventsCommand(const GlobalFlags& global, int argc, char** argv) {
   absl::StatusOr<OnlineArgs> args =
-      ParseOnlineArgs(global, argc, argv, {{"follow", false}});
+      ParseOnlineArgs(global, argc, argv, {FlagOf(FLAGS_follow)});
   if (!args.ok()) return ReportError("events", args.status());
-  if (args->flags.Has("help")) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  const bool follow = args->flags.Has("follow");
+  if (args->parsed.help()) return PrintUsage(kUsage, *args);
+  const bool follow = absl::GetFlag(FLAGS_follow);
   auto channel = Connect(*args);
   if (!channel.ok()) return ReportError("events", channel.status());
   auto stub = v1::DashboardService::NewStub(*channel);

@@ -15,13 +15,12 @@ namespace zshard::ctl {
 int RunExplainCommand(const GlobalFlags& global, int argc, char** argv) {
   absl::StatusOr<OnlineArgs> args = ParseOnlineArgs(global, argc, argv, {});
   if (!args.ok()) return ReportError("explain", args.status());
-  if (args->flags.Has("help")) {
-    std::fputs(
+  if (args->parsed.help()) {
+    return PrintUsage(
         "usage: zshardctl --coordinator HOST:PORT explain "
         "[--output table|json] [--tls-ca F] [--tls-cert F --tls-key F] "
         "[--timeout-ms N]\n",
-        stdout);
-    return 0;
+        *args);
   }
   auto channel = Connect(*args);
   if (!channel.ok()) return ReportError("explain", channel.status());

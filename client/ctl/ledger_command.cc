@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/ctl/commands.h"
 #include "client/ctl/model_options.h"
+#include "client/ctl/shared_flags.h"
 #include "client/ctl/table.h"
 #include "common/plan/ledger.h"
 #include "common/status.h"
@@ -62,16 +63,16 @@ std::string LedgerTable(const plan::ModelSpec& model,
 
 absl::StatusOr<std::string> Run(const GlobalFlags& global, int argc,
                                 char** argv) {
-  ZSHARD_ASSIGN_OR_RETURN(ParsedFlags flags,
-                          ParseFlags(argc, argv, 1, ModelFlagSpecs()));
-  if (flags.Has("help")) return std::string(kUsage);
-  if (!global.coordinator.empty() && !flags.Has("model") &&
-      !flags.Has("preset")) {
+  const FlagList flags = ModelFlagList();
+  ZSHARD_ASSIGN_OR_RETURN(ParsedCommandLine parsed,
+                          ParseCommandFlags(argc, argv, flags));
+  if (parsed.help()) return absl::StrCat(kUsage, "\n", FlagsHelp(flags));
+  if (!global.coordinator.empty() && !ModelGiven(parsed)) {
     return absl::InvalidArgumentError(
         "online ledger from --coordinator is not available; give --model or "
         "--preset");
   }
-  ZSHARD_ASSIGN_OR_RETURN(ModelOptions options, ReadModelOptions(flags));
+  ZSHARD_ASSIGN_OR_RETURN(ModelOptions options, ReadModelOptions(parsed));
   ZSHARD_ASSIGN_OR_RETURN(plan::Plan p,
                           plan::MakePlan(options.model, options.plan));
   ZSHARD_ASSIGN_OR_RETURN(plan::Ledger ledger,

@@ -108,13 +108,12 @@ int RunLedgerAnyCommand(const GlobalFlags& global, int argc, char** argv) {
 int RunOnlineLedger(const GlobalFlags& global, int argc, char** argv) {
   absl::StatusOr<OnlineArgs> args = ParseOnlineArgs(global, argc, argv, {});
   if (!args.ok()) return ReportError("ledger", args.status());
-  if (args->flags.Has("help")) {
-    std::fputs(
+  if (args->parsed.help()) {
+    return PrintUsage(
         "usage: zshardctl --coordinator HOST:PORT ledger "
         "[--output table|json] [--tls-ca F] [--tls-cert F --tls-key F] "
         "[--timeout-ms N]\n",
-        stdout);
-    return 0;
+        *args);
   }
   auto channel = Connect(*args);
   if (!channel.ok()) return ReportError("ledger", channel.status());

@@ -5,12 +5,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string>
-#include <utility>
 
+#include "absl/flags/flag.h"
 #include "client/ctl/commands.h"
 #include "client/ctl/online_commands.h"
+#include "client/ctl/shared_flags.h"
 #include "client/ctl/status_command.h"
+#include "common/flags.h"
 
 namespace {
 
@@ -56,54 +57,30 @@ void Usage(FILE* out) {
   std::fprintf(out, "\nrun 'zshardctl COMMAND --help' for its options\n");
 }
 
-// The GlobalFlags field of a --tls-* or --token-file flag ("--tls-ca" or
-// "--tls-ca=F"), or null.
-std::string* ValueFlag(GlobalFlags* global, const char* arg) {
-  const std::pair<const char*, std::string*> flags[] = {
-      {"--tls-ca", &global->tls_ca},
-      {"--tls-cert", &global->tls_cert},
-      {"--tls-key", &global->tls_key},
-      {"--token-file", &global->token_file}};
-  for (const auto& [name, field] : flags) {
-    const size_t n = std::strlen(name);
-    if (std::strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=')) {
-      return field;
-    }
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  GlobalFlags global;
-  int i = 1;
-  for (; i < argc && std::strncmp(argv[i], "--", 2) == 0; ++i) {
-    const char* arg = argv[i];
-    if (std::strcmp(arg, "--help") == 0 || std::strcmp(arg, "-h") == 0) {
-      Usage(stdout);
-      return 0;
-    }
-    if (std::strcmp(arg, "--coordinator") == 0) {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "zshardctl: flag --coordinator needs a value\n");
-        return 2;
-      }
-      global.coordinator = argv[++i];
-    } else if (std::strncmp(arg, "--coordinator=", 14) == 0) {
-      global.coordinator = arg + 14;
-    } else if (std::string* value = ValueFlag(&global, arg)) {
-      const char* eq = std::strchr(arg, '=');
-      if (eq == nullptr && i + 1 >= argc) {
-        std::fprintf(stderr, "zshardctl: flag %s needs a value\n", arg);
-        return 2;
-      }
-      *value = eq != nullptr ? eq + 1 : argv[++i];
-    } else {
-      std::fprintf(stderr, "zshardctl: unknown global flag '%.80s'\n", arg);
-      return 2;
-    }
+  const zshard::FlagList global_flags = zshard::ctl::GlobalFlagList();
+  zshard::ParseOptions options;
+  options.stop_at_positional = true;
+  auto parsed =
+      zshard::ParseCommandLine(zshard::Args(argc, argv), global_flags, options);
+  if (!parsed.ok()) {
+    return zshard::UsageError("zshardctl", parsed.status().message());
   }
+  if (parsed->help()) {
+    Usage(stdout);
+    std::fprintf(stdout, "\nglobal flags:\n%s",
+                 zshard::FlagsHelp(global_flags).c_str());
+    return 0;
+  }
+  GlobalFlags global;
+  global.coordinator = absl::GetFlag(FLAGS_coordinator);
+  global.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  global.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  global.tls_key = absl::GetFlag(FLAGS_tls_key);
+  global.token_file = absl::GetFlag(FLAGS_token_file);
+  const int i = 1 + static_cast<int>(parsed->next());
   if (global.token_file.empty()) {
     const char* env = std::getenv("ZSHARD_ADMIN_TOKEN_FILE");
     if (env != nullptr) global.token_file = env;

@@ -5,10 +5,23 @@
 #include <limits>
 #include <string>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "client/ctl/shared_flags.h"
 #include "common/file_io.h"
 #include "common/plan/presets.h"
 #include "common/status.h"
+
+ABSL_FLAG(std::string, model, "", "the model spec file (JSON)");
+ABSL_FLAG(std::string, preset, "", "a preset model, e.g. gpt2-small");
+ABSL_FLAG(int64_t, world, 0, "ranks in the job; required");
+ABSL_FLAG(int64_t, instances, 1, "model instances (data-parallel groups)");
+ABSL_FLAG(int64_t, bucket_size, 0, "elements per bucket (default: planner's)");
+ABSL_FLAG(int64_t, max_world, 0, "largest world the layout must allow");
+ABSL_FLAG(int64_t, expert_parallel, 1, "expert-parallel degree");
+ABSL_FLAG(bool, grad_reduce_in_fp32, false, "reduce gradients in fp32");
+ABSL_FLAG(bool, pad_for_high_nccl_busbw, false,
+          "pad buckets for NCCL's best bus bandwidth");
 
 namespace zshard::ctl {
 namespace {
@@ -16,9 +29,9 @@ namespace {
 constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
 constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
 
-absl::StatusOr<plan::ModelSpec> ReadModel(const ParsedFlags& flags) {
-  const bool file = flags.Has("model");
-  const bool preset = flags.Has("preset");
+absl::StatusOr<plan::ModelSpec> ReadModel(const ParsedCommandLine& parsed) {
+  const bool file = parsed.Given(FLAGS_model);
+  const bool preset = parsed.Given(FLAGS_preset);
   if (file && preset) {
     return absl::InvalidArgumentError(
         "give either --model or --preset, not both");
@@ -27,8 +40,8 @@ absl::StatusOr<plan::ModelSpec> ReadModel(const ParsedFlags& flags) {
     return absl::InvalidArgumentError(
         "--model FILE or --preset NAME is required");
   }
-  if (preset) return plan::PresetModel(flags.Get("preset", ""));
-  const std::string path = flags.Get("model", "");
+  if (preset) return plan::PresetModel(absl::GetFlag(FLAGS_preset));
+  const std::string path = absl::GetFlag(FLAGS_model);
   absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) {
     return absl::Status(text.status().code(),
@@ -45,23 +58,26 @@ absl::StatusOr<plan::ModelSpec> ReadModel(const ParsedFlags& flags) {
 
 }  // namespace
 
-std::vector<FlagSpec> ModelFlagSpecs() {
-  return {{"model"},
-          {"preset"},
-          {"world"},
-          {"instances"},
-          {"bucket-size"},
-          {"max-world"},
-          {"expert-parallel"},
-          {"grad-reduce-in-fp32", false},
-          {"pad-for-high-nccl-busbw", false},
-          {"output"},
-          {"help", false}};
+FlagList ModelFlagList() {
+  return {FlagOf(FLAGS_model),
+          FlagOf(FLAGS_preset),
+          FlagOf(FLAGS_world),
+          FlagOf(FLAGS_instances),
+          FlagOf(FLAGS_bucket_size),
+          FlagOf(FLAGS_max_world),
+          FlagOf(FLAGS_expert_parallel),
+          FlagOf(FLAGS_grad_reduce_in_fp32),
+          FlagOf(FLAGS_pad_for_high_nccl_busbw),
+          FlagOf(FLAGS_output)};
 }
 
-absl::StatusOr<ModelOptions> ReadModelOptions(const ParsedFlags& flags) {
+bool ModelGiven(const ParsedCommandLine& parsed) {
+  return parsed.Given(FLAGS_model) || parsed.Given(FLAGS_preset);
+}
+
+absl::StatusOr<ModelOptions> ReadModelOptions(const ParsedCommandLine& parsed) {
   ModelOptions o;
-  const std::string output = flags.Get("output", "table");
+  const std::string output = absl::GetFlag(FLAGS_output);
   if (output == "table") {
     o.output = OutputFormat::kTable;
   } else if (output == "json") {
@@ -70,26 +86,29 @@ absl::StatusOr<ModelOptions> ReadModelOptions(const ParsedFlags& flags) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--output must be table or json (got '", output.substr(0, 40), "')"));
   }
-  if (!flags.Has("world")) {
+  if (!parsed.Given(FLAGS_world)) {
     return absl::InvalidArgumentError("--world W is required");
   }
-  ZSHARD_ASSIGN_OR_RETURN(int64_t world, flags.GetInt("world", 0, 1, kMaxInt));
-  ZSHARD_ASSIGN_OR_RETURN(int64_t instances,
-                          flags.GetInt("instances", 1, 1, kMaxInt));
-  ZSHARD_ASSIGN_OR_RETURN(int64_t bucket_size,
-                          flags.GetInt("bucket-size", 0, 1, kMaxInt64));
-  ZSHARD_ASSIGN_OR_RETURN(int64_t max_world,
-                          flags.GetInt("max-world", 0, 1, kMaxInt));
-  ZSHARD_ASSIGN_OR_RETURN(int64_t expert_parallel,
-                          flags.GetInt("expert-parallel", 1, 1, kMaxInt));
-  o.plan.world = static_cast<int>(world);
-  o.plan.instances = static_cast<int>(instances);
-  o.plan.layout.bucket_size = bucket_size;
-  o.plan.layout.max_world = static_cast<int>(max_world);
-  o.plan.layout.expert_parallel = static_cast<int>(expert_parallel);
-  o.plan.layout.grad_reduce_in_fp32 = flags.Has("grad-reduce-in-fp32");
-  o.plan.layout.pad_for_high_nccl_busbw = flags.Has("pad-for-high-nccl-busbw");
-  ZSHARD_ASSIGN_OR_RETURN(o.model, ReadModel(flags));
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_world, 1, kMaxInt));
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_instances, 1, kMaxInt));
+  // Absent, these keep the planner's defaults (0).
+  if (parsed.Given(FLAGS_bucket_size)) {
+    ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_bucket_size, 1, kMaxInt64));
+  }
+  if (parsed.Given(FLAGS_max_world)) {
+    ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_max_world, 1, kMaxInt));
+  }
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_expert_parallel, 1, kMaxInt));
+  o.plan.world = static_cast<int>(absl::GetFlag(FLAGS_world));
+  o.plan.instances = static_cast<int>(absl::GetFlag(FLAGS_instances));
+  o.plan.layout.bucket_size = absl::GetFlag(FLAGS_bucket_size);
+  o.plan.layout.max_world = static_cast<int>(absl::GetFlag(FLAGS_max_world));
+  o.plan.layout.expert_parallel =
+      static_cast<int>(absl::GetFlag(FLAGS_expert_parallel));
+  o.plan.layout.grad_reduce_in_fp32 = absl::GetFlag(FLAGS_grad_reduce_in_fp32);
+  o.plan.layout.pad_for_high_nccl_busbw =
+      absl::GetFlag(FLAGS_pad_for_high_nccl_busbw);
+  ZSHARD_ASSIGN_OR_RETURN(o.model, ReadModel(parsed));
   return o;
 }
 

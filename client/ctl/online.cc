@@ -5,38 +5,47 @@
 #include <cstdio>
 #include <utility>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "client/ctl/online_commands.h"
+#include "client/ctl/shared_flags.h"
 #include "common/file_io.h"
 #include "common/status.h"
 
 namespace zshard::ctl {
 
 absl::StatusOr<OnlineArgs> ParseOnlineArgs(const GlobalFlags& global, int argc,
-                                           char** argv,
-                                           std::vector<FlagSpec> extra) {
-  for (const char* name :
-       {"output", "tls-ca", "tls-cert", "tls-key", "timeout-ms"}) {
-    extra.push_back({name, true});
+                                           char** argv, FlagList extra) {
+  for (const absl::CommandLineFlag* flag :
+       {FlagOf(FLAGS_output), FlagOf(FLAGS_tls_ca), FlagOf(FLAGS_tls_cert),
+        FlagOf(FLAGS_tls_key), FlagOf(FLAGS_timeout_ms)}) {
+    extra.push_back(flag);
   }
-  extra.push_back({"help", false});
   OnlineArgs args;
-  ZSHARD_ASSIGN_OR_RETURN(args.flags, ParseFlags(argc, argv, 1, extra));
-  if (args.flags.Has("help")) return args;
-  std::string output = args.flags.Get("output", "table");
+  ZSHARD_ASSIGN_OR_RETURN(args.parsed, ParseCommandFlags(argc, argv, extra));
+  if (args.parsed.help()) {
+    args.flags_help = FlagsHelp(extra);
+    return args;
+  }
+  const std::string output = absl::GetFlag(FLAGS_output);
   if (output != "table" && output != "json") {
     return absl::InvalidArgumentError("--output must be table or json");
   }
   args.json = output == "json";
-  ZSHARD_ASSIGN_OR_RETURN(args.timeout_ms,
-                          args.flags.GetInt("timeout-ms", 5000, 1, 3600000));
-  args.channel.target = global.coordinator;
-  // A command's own TLS flags win over the global ones.
-  args.channel.tls_ca_file = args.flags.Get("tls-ca", global.tls_ca);
-  args.channel.tls_cert_file = args.flags.Get("tls-cert", global.tls_cert);
-  args.channel.tls_key_file = args.flags.Get("tls-key", global.tls_key);
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_timeout_ms, 1, 3600000));
+  args.timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
+  // A command's own flags win over the global ones.
+  const ParsedCommandLine& p = args.parsed;
+  auto command_or = [&p](const absl::Flag<std::string>& flag,
+                         const std::string& global_value) {
+    return p.Given(flag) ? absl::GetFlag(flag) : global_value;
+  };
+  args.channel.target = command_or(FLAGS_coordinator, global.coordinator);
+  args.channel.tls_ca_file = command_or(FLAGS_tls_ca, global.tls_ca);
+  args.channel.tls_cert_file = command_or(FLAGS_tls_cert, global.tls_cert);
+  args.channel.tls_key_file = command_or(FLAGS_tls_key, global.tls_key);
   if (args.channel.target.empty()) {
     return absl::InvalidArgumentError(
         "--coordinator HOST:PORT is required (before the command)");
@@ -44,8 +53,13 @@ absl::StatusOr<OnlineArgs> ParseOnlineArgs(const GlobalFlags& global, int argc,
   return args;
 }
 
+int PrintUsage(const char* usage, const OnlineArgs& args) {
+  std::printf("%s\n%s", usage, args.flags_help.c_str());
+  return 0;
+}
+
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const OnlineArgs& args) {
-  return worker::MakeCoordinatorChannel(args.channel);
+  return net::MakeCoordinatorChannel(args.channel);
 }
 
 std::unique_ptr<grpc::ClientContext> CallContext(const OnlineArgs& args,

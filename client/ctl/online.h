@@ -11,27 +11,32 @@
 
 #include "absl/status/statusor.h"
 #include "client/ctl/commands.h"
-#include "client/ctl/flags.h"
-#include "client/worker/session/channel.h"
+#include "common/flags.h"
+#include "common/net/channel.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 
 namespace zshard::ctl {
 
 struct OnlineArgs {
-  worker::ChannelOptions channel;  // target from --coordinator
-  bool json = false;               // --output json (default table)
-  int64_t timeout_ms = 5000;       // --timeout-ms, per call
-  ParsedFlags flags;               // every flag, the command's own included
+  net::ChannelOptions channel;  // target from --coordinator
+  bool json = false;            // --output json (default table)
+  int64_t timeout_ms = 5000;    // --timeout-ms, per call
+  ParsedCommandLine parsed;     // which flags were given; help()
+  std::string flags_help;       // FlagsHelp of the command's flags
 };
 
 // Parses argv[1..argc) against --output, --tls-ca, --tls-cert, --tls-key,
-// --timeout-ms, --help plus `extra`; the command's TLS flags default to
-// the global ones. InvalidArgument naming the flag; also when no
-// coordinator is given (global --coordinator).
+// --timeout-ms plus `extra` (the command's own Abseil flags); the command's
+// TLS flags default to the global ones, and --coordinator, when `extra`
+// has it, to the global one. InvalidArgument naming the flag; also when no
+// coordinator is given. With --help, only `parsed` and `flags_help` are
+// set.
 absl::StatusOr<OnlineArgs> ParseOnlineArgs(const GlobalFlags& global, int argc,
-                                           char** argv,
-                                           std::vector<FlagSpec> extra);
+                                           char** argv, FlagList extra);
+
+// Prints `usage` and the flags' help on stdout; returns 0.
+int PrintUsage(const char* usage, const OnlineArgs& args);
 
 // The channel to the coordinator (connects lazily). InvalidArgument for
 // bad TLS files.

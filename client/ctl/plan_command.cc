@@ -5,9 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "client/ctl/commands.h"
 #include "client/ctl/model_options.h"
+#include "client/ctl/shared_flags.h"
 #include "client/ctl/table.h"
 #include "common/plan/plan_json.h"
 #include "common/status.h"
@@ -97,25 +99,26 @@ std::string PlanTables(const plan::ModelSpec& model, const plan::Plan& p,
 
 absl::StatusOr<std::string> Run(const GlobalFlags& global, int argc,
                                 char** argv) {
-  std::vector<FlagSpec> specs = ModelFlagSpecs();
-  specs.push_back({"rank"});
-  ZSHARD_ASSIGN_OR_RETURN(ParsedFlags flags, ParseFlags(argc, argv, 1, specs));
-  if (flags.Has("help")) return std::string(kUsage);
-  if (!global.coordinator.empty() && !flags.Has("model") &&
-      !flags.Has("preset")) {
+  FlagList flags = ModelFlagList();
+  flags.push_back(FlagOf(FLAGS_rank));
+  ZSHARD_ASSIGN_OR_RETURN(ParsedCommandLine parsed,
+                          ParseCommandFlags(argc, argv, flags));
+  if (parsed.help()) return absl::StrCat(kUsage, "\n", FlagsHelp(flags));
+  if (!global.coordinator.empty() && !ModelGiven(parsed)) {
     return absl::InvalidArgumentError(
         "online plan from --coordinator is not available; give --model or "
         "--preset");
   }
-  ZSHARD_ASSIGN_OR_RETURN(ModelOptions options, ReadModelOptions(flags));
+  ZSHARD_ASSIGN_OR_RETURN(ModelOptions options, ReadModelOptions(parsed));
   ZSHARD_ASSIGN_OR_RETURN(plan::Plan p,
                           plan::MakePlan(options.model, options.plan));
   std::vector<plan::RankPlan> ranks;
-  const bool one_rank = flags.Has("rank");
+  const bool one_rank = parsed.Given(FLAGS_rank);
   if (one_rank) {
-    ZSHARD_ASSIGN_OR_RETURN(
-        int64_t rank, flags.GetInt("rank", 0, std::numeric_limits<int>::min(),
-                                   std::numeric_limits<int>::max()));
+    ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_rank,
+                                      std::numeric_limits<int>::min(),
+                                      std::numeric_limits<int>::max()));
+    const int64_t rank = absl::GetFlag(FLAGS_rank);
     ZSHARD_RETURN_IF_ERROR(plan::CheckRank(p, static_cast<int>(rank)));
     ranks.push_back(
         plan::MakeRankPlan(options.model, p, static_cast<int>(rank)));

@@ -6,15 +6,23 @@
 #include <iostream>
 #include <string>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "client/ctl/commands.h"
 #include "client/ctl/model_options.h"
 #include "client/ctl/online.h"
 #include "client/ctl/online_commands.h"
 #include "client/ctl/progress.h"
+#include "client/ctl/shared_flags.h"
 #include "client/ctl/table.h"
 #include "nlohmann/json.hpp"
 #include "zshard/v1/dashboard_service.grpc.pb.h"
+
+ABSL_FLAG(std::string, param, "", "the param whose owners are shown");
+ABSL_FLAG(int64_t, begin, 0, "first element of --param");
+ABSL_FLAG(int64_t, end, 0, "end of --param's elements (default: all)");
+ABSL_FLAG(int64_t, bucket, -1, "the bucket whose owners are shown");
+ABSL_FLAG(int64_t, buffer, 0, "the buffer of --bucket");
 
 namespace zshard::ctl {
 namespace {
@@ -98,29 +106,37 @@ int RunPlanAnyCommand(const GlobalFlags& global, int argc, char** argv) {
   if (global.coordinator.empty()) return RunPlanCommand(global, argc, argv);
   absl::StatusOr<OnlineArgs> args = ParseOnlineArgs(
       global, argc, argv,
-      {{"rank"}, {"param"}, {"begin"}, {"end"}, {"bucket"}, {"buffer"}});
+      {FlagOf(FLAGS_rank), FlagOf(FLAGS_param), FlagOf(FLAGS_begin),
+       FlagOf(FLAGS_end), FlagOf(FLAGS_bucket), FlagOf(FLAGS_buffer)});
   if (!args.ok()) return ReportError("plan", args.status());
-  if (args->flags.Has("help")) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
+  if (args->parsed.help()) return PrintUsage(kUsage, *args);
   v1::GetPlanRequest req;
-  const ParsedFlags& f = args->flags;
+  const ParsedCommandLine& f = args->parsed;
   constexpr int64_t kMax = int64_t{1} << 62;
-  absl::StatusOr<int64_t> rank = f.GetInt("rank", -1, 0, 1 << 30);
-  absl::StatusOr<int64_t> begin = f.GetInt("begin", 0, 0, kMax);
-  absl::StatusOr<int64_t> end = f.GetInt("end", 0, 1, kMax);
-  absl::StatusOr<int64_t> bucket = f.GetInt("bucket", -1, 0, 1 << 30);
-  absl::StatusOr<int64_t> buffer = f.GetInt("buffer", 0, 0, 1 << 30);
-  for (const auto* v : {&rank, &begin, &end, &bucket, &buffer}) {
-    if (!v->ok()) return ReportError("plan", v->status());
+  // Absent flags keep their defaults unchecked, as the request means them.
+  struct Range {
+    const absl::Flag<int64_t>* flag;
+    int64_t min, max;
+  };
+  for (const Range& r :
+       {Range{&FLAGS_rank, 0, 1 << 30}, Range{&FLAGS_begin, 0, kMax},
+        Range{&FLAGS_end, 1, kMax}, Range{&FLAGS_bucket, 0, 1 << 30},
+        Range{&FLAGS_buffer, 0, 1 << 30}}) {
+    if (!f.Given(*r.flag)) continue;
+    if (absl::Status s = CheckRange(*r.flag, r.min, r.max); !s.ok()) {
+      return ReportError("plan", s);
+    }
   }
-  if (f.Has("rank")) req.set_rank(static_cast<int32_t>(*rank));
-  req.set_param(f.Get("param", ""));
-  req.set_param_begin(*begin);
-  req.set_param_end(*end);
-  if (f.Has("bucket")) req.set_bucket(static_cast<int32_t>(*bucket));
-  req.set_buffer(static_cast<int32_t>(*buffer));
+  if (f.Given(FLAGS_rank)) {
+    req.set_rank(static_cast<int32_t>(absl::GetFlag(FLAGS_rank)));
+  }
+  req.set_param(absl::GetFlag(FLAGS_param));
+  req.set_param_begin(absl::GetFlag(FLAGS_begin));
+  req.set_param_end(absl::GetFlag(FLAGS_end));
+  if (f.Given(FLAGS_bucket)) {
+    req.set_bucket(static_cast<int32_t>(absl::GetFlag(FLAGS_bucket)));
+  }
+  req.set_buffer(static_cast<int32_t>(absl::GetFlag(FLAGS_buffer)));
   req.set_page_size(10000);
 
   auto channel = Connect(*args);

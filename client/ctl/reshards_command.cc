@@ -6,6 +6,7 @@
 #include <iostream>
 #include <string>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/ctl/commands.h"
@@ -14,6 +15,8 @@
 #include "client/ctl/online_commands.h"
 #include "client/ctl/table.h"
 #include "zshard/v1/dashboard_service.grpc.pb.h"
+
+ABSL_FLAG(int64_t, limit, 100, "the latest re-shards shown");
 
 namespace zshard::ctl {
 namespace {
@@ -86,19 +89,17 @@ std::string FormatReshards(const v1::GetReshardHistoryResponse& resp) {
 
 int RunReshardsCommand(const GlobalFlags& global, int argc, char** argv) {
   absl::StatusOr<OnlineArgs> args =
-      ParseOnlineArgs(global, argc, argv, {{"limit", true}});
+      ParseOnlineArgs(global, argc, argv, {FlagOf(FLAGS_limit)});
   if (!args.ok()) return ReportError("reshards", args.status());
-  if (args->flags.Has("help")) {
-    std::fputs(kUsage, stdout);
-    return 0;
+  if (args->parsed.help()) return PrintUsage(kUsage, *args);
+  if (absl::Status s = CheckRange(FLAGS_limit, 1, 100000); !s.ok()) {
+    return ReportError("reshards", s);
   }
-  absl::StatusOr<int64_t> limit = args->flags.GetInt("limit", 100, 1, 100000);
-  if (!limit.ok()) return ReportError("reshards", limit.status());
   auto channel = Connect(*args);
   if (!channel.ok()) return ReportError("reshards", channel.status());
   auto stub = v1::DashboardService::NewStub(*channel);
   v1::GetReshardHistoryRequest req;
-  req.set_limit(static_cast<int32_t>(*limit));
+  req.set_limit(static_cast<int32_t>(absl::GetFlag(FLAGS_limit)));
   v1::GetReshardHistoryResponse resp;
   grpc::Status s =
       stub->GetReshardHistory(CallContext(*args).get(), req, &resp);

@@ -8,12 +8,13 @@
 #include <memory>
 #include <optional>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/ctl/online.h"
 #include "client/ctl/online_commands.h"
-#include "client/worker/session/channel.h"
+#include "client/ctl/shared_flags.h"
+#include "common/net/channel.h"
 #include "grpcpp/client_context.h"
 #include "zshard/v1/dashboard_service.grpc.pb.h"
 
@@ -79,59 +80,25 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
   return out;
 }
 
-int RunStatusArgs(const std::vector<std::string>& args) {
-  worker::ChannelOptions channel_options;
-  bool json = false;
-  int64_t timeout_ms = 5000;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    if (flag == "status") continue;
-    if (flag == "--help" || flag == "-h") {
-      std::printf(
-          "usage: zshardctl --coordinator HOST:PORT status "
-          "[--output table|json] [--tls-ca F] [--tls-cert F --tls-key F] "
-          "[--timeout-ms N]\n");
-      return 0;
-    }
-    std::optional<std::string> value;
-    if (size_t eq = flag.find('='); eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      return UsageError(absl::StrCat("flag ", flag, " needs a value"));
-    }
-    if (flag == "--coordinator") {
-      channel_options.target = *value;
-    } else if (flag == "--output") {
-      if (*value != "json" && *value != "table") {
-        return UsageError("--output must be json or table");
-      }
-      json = *value == "json";
-    } else if (flag == "--tls-ca") {
-      channel_options.tls_ca_file = *value;
-    } else if (flag == "--tls-cert") {
-      channel_options.tls_cert_file = *value;
-    } else if (flag == "--tls-key") {
-      channel_options.tls_key_file = *value;
-    } else if (flag == "--timeout-ms") {
-      if (!absl::SimpleAtoi(*value, &timeout_ms) || timeout_ms <= 0) {
-        return UsageError("--timeout-ms must be a positive integer");
-      }
-    } else {
-      return UsageError(absl::StrCat("unknown flag ", flag));
-    }
+int RunStatusCommand(const GlobalFlags& global, int argc, char** argv) {
+  // --coordinator may also come after the command.
+  absl::StatusOr<OnlineArgs> args =
+      ParseOnlineArgs(global, argc, argv, {FlagOf(FLAGS_coordinator)});
+  if (!args.ok()) return UsageError(std::string(args.status().message()));
+  if (args->parsed.help()) {
+    return PrintUsage(
+        "usage: zshardctl --coordinator HOST:PORT status "
+        "[--output table|json] [--tls-ca F] [--tls-cert F --tls-key F] "
+        "[--timeout-ms N]\n",
+        *args);
   }
-  if (channel_options.target.empty()) {
-    return UsageError("--coordinator HOST:PORT is required");
-  }
-  auto channel = worker::MakeCoordinatorChannel(channel_options);
+  const net::ChannelOptions& channel_options = args->channel;
+  auto channel = Connect(*args);
   if (!channel.ok()) return UsageError(std::string(channel.status().message()));
   auto stub = v1::DashboardService::NewStub(*channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::milliseconds(timeout_ms));
+                       std::chrono::milliseconds(args->timeout_ms));
   v1::GetClusterStatusResponse response;
   grpc::Status status = stub->GetClusterStatus(
       &context, v1::GetClusterStatusRequest(), &response);
@@ -145,29 +112,12 @@ int RunStatusArgs(const std::vector<std::string>& args) {
                  status.error_message().c_str());
     return unreachable ? 3 : 1;
   }
-  if (json) {
+  if (args->json) {
     std::cout << ClusterStatusToJson(response).dump() << std::endl;
   } else {
     std::cout << FormatClusterStatus(response);
   }
   return 0;
-}
-
-int RunStatusCommand(const GlobalFlags& global, int argc, char** argv) {
-  std::vector<std::string> args;
-  const std::pair<const char*, const std::string*> globals[] = {
-      {"--coordinator", &global.coordinator},
-      {"--tls-ca", &global.tls_ca},
-      {"--tls-cert", &global.tls_cert},
-      {"--tls-key", &global.tls_key}};
-  for (const auto& [flag, value] : globals) {
-    if (!value->empty()) {
-      args.emplace_back(flag);
-      args.push_back(*value);
-    }
-  }
-  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
-  return RunStatusArgs(args);
 }
 
 }  // namespace zshard::ctl

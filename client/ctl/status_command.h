@@ -4,7 +4,6 @@
 #pragma once
 
 #include <string>
-#include <vector>
 
 #include "client/ctl/commands.h"
 #include "nlohmann/json.hpp"
@@ -20,16 +19,11 @@ nlohmann::json ClusterStatusToJson(const v1::GetClusterStatusResponse& status);
 // A human table of the same fields.
 std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status);
 
-// Runs the command with `args`: --coordinator, --output json|table,
-// --tls-ca, --tls-cert, --tls-key, --timeout-ms (default 5000); a "status"
-// word is skipped. Prints the result on stdout; errors are one line on
-// stderr. Returns 0, 2 for usage errors, 3 when the coordinator cannot be
-// reached, 1 for other failures.
-int RunStatusArgs(const std::vector<std::string>& args);
-
 // zshardctl --coordinator HOST:PORT status [--output table|json]
 //   [--tls-ca F] [--tls-cert F --tls-key F] [--timeout-ms N]
-// argv[0] is "status". Exit status as RunStatusArgs.
+// argv[0] is "status"; --coordinator may also follow it. Prints the result
+// on stdout; errors are one line on stderr. Returns 0, 2 for usage errors,
+// 3 when the coordinator cannot be reached, 1 for other failures.
 int RunStatusCommand(const GlobalFlags& global, int argc, char** argv);
 
 }  // namespace zshard::ctl

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/ctl/commands.h"
@@ -19,6 +20,9 @@
 #include "client/ctl/online_commands.h"
 #include "client/ctl/table.h"
 #include "zshard/v1/dashboard_service.grpc.pb.h"
+
+ABSL_FLAG(bool, once, false, "print one frame and exit");
+ABSL_FLAG(int64_t, interval_ms, 1000, "time between frames, milliseconds");
 
 namespace zshard::ctl {
 namespace {
@@ -127,20 +131,18 @@ std::string RenderTopFrame(const v1::GetClusterStatusResponse& status,
 
 int RunTopCommand(const GlobalFlags& global, int argc, char** argv) {
   absl::StatusOr<OnlineArgs> args = ParseOnlineArgs(
-      global, argc, argv, {{"once", false}, {"interval-ms", true}});
+      global, argc, argv, {FlagOf(FLAGS_once), FlagOf(FLAGS_interval_ms)});
   if (!args.ok()) return ReportError("top", args.status());
-  if (args->flags.Has("help")) {
-    std::fputs(kUsage, stdout);
-    return 0;
+  if (args->parsed.help()) return PrintUsage(kUsage, *args);
+  if (absl::Status s = CheckRange(FLAGS_interval_ms, 100, 3600000); !s.ok()) {
+    return ReportError("top", s);
   }
-  absl::StatusOr<int64_t> interval =
-      args->flags.GetInt("interval-ms", 1000, 100, 3600000);
-  if (!interval.ok()) return ReportError("top", interval.status());
+  const int64_t interval = absl::GetFlag(FLAGS_interval_ms);
   auto channel = Connect(*args);
   if (!channel.ok()) return ReportError("top", channel.status());
   auto stub = v1::DashboardService::NewStub(*channel);
   const bool tty = isatty(STDOUT_FILENO) == 1;
-  const bool once = args->flags.Has("once");
+  const bool once = absl::GetFlag(FLAGS_once);
   while (true) {
     v1::GetClusterStatusResponse status;
     grpc::Status s = stub->GetClusterStatus(
@@ -156,7 +158,7 @@ int RunTopCommand(const GlobalFlags& global, int argc, char** argv) {
     if (tty && !once) std::cout << "\033[H\033[2J";
     std::cout << frame << std::flush;
     if (once) return 0;
-    std::this_thread::sleep_for(std::chrono::milliseconds(*interval));
+    std::this_thread::sleep_for(std::chrono::milliseconds(interval));
   }
 }
 

@@ -15,11 +15,11 @@
 #include <string>
 #include <thread>
 
-#include "client/worker/session/channel.h"
 #include "client/worker/session/coordinator_session.h"
 #include "client/worker/session/health_server.h"
 #include "client/worker/session/worker_flags.h"
 #include "common/logging.h"
+#include "common/net/channel.h"
 
 namespace {
 
@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (flags->help) {
-    std::printf("%s\n", zshard::worker::WorkerUsage());
+    std::fputs(zshard::worker::WorkerUsage().c_str(), stdout);
     return 0;
   }
   zshard::SetLogFormat(flags->log_format);
@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto channel = zshard::worker::MakeCoordinatorChannel(flags->channel);
+  auto channel = zshard::net::MakeCoordinatorChannel(flags->channel);
   if (!channel.ok()) {
     std::fprintf(stderr, "zshard-worker: %s\n",
                  std::string(channel.status().message()).c_str());

@@ -7,7 +7,6 @@ if(TARGET zshard_proto AND TARGET zshard_grpc_common AND
   add_library(zshard_worker
     ${CMAKE_CURRENT_LIST_DIR}/runner/idle_runner.cc
     ${CMAKE_CURRENT_LIST_DIR}/runner/workload_config.cc
-    ${CMAKE_CURRENT_LIST_DIR}/session/channel.cc
     ${CMAKE_CURRENT_LIST_DIR}/session/coordinator_kv_store.cc
     ${CMAKE_CURRENT_LIST_DIR}/session/coordinator_session.cc
     ${CMAKE_CURRENT_LIST_DIR}/session/coordinator_session_rpc.cc
@@ -23,7 +22,7 @@ if(TARGET zshard_proto AND TARGET zshard_grpc_common AND
   )
   target_include_directories(zshard_worker PUBLIC ${PROJECT_SOURCE_DIR})
   target_link_libraries(zshard_worker PUBLIC
-    zshard_common zshard_grpc_common zshard_proto zshard_engine zshard_job
+    zshard_common zshard_channel zshard_flags zshard_grpc_common zshard_proto zshard_engine zshard_job
     zshard_reshard zshard_checkpoint
     absl::status absl::statusor absl::strings absl::synchronization
     absl::time nlohmann_json::nlohmann_json Threads::Threads

@@ -7,15 +7,22 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
+#include "absl/flags/flag.h"
+#include "common/flags.h"
 #include "common/plan/moves.h"
 #include "common/plan/ownership.h"
 #include "common/plan/plan.h"
 #include "common/plan/presets.h"
+#include "common/status.h"
+
+ABSL_FLAG(std::string, preset, "llama2-70b", "the preset model");
+ABSL_FLAG(int, world, 1024, "ranks before the change");
+ABSL_FLAG(int, instances, 8, "model instances");
+ABSL_FLAG(std::string, scenario, "failure", "failure or join");
+ABSL_FLAG(int, iterations, 5, "timed iterations");
 
 namespace {
 
@@ -26,12 +33,26 @@ double Ms(Clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
 }
 
-int Usage() {
-  std::fprintf(stderr,
-               "usage: zshard-moves-bench [--preset NAME] [--world W] "
-               "[--instances I] [--scenario failure|join] "
-               "[--iterations N]\n");
-  return 2;
+constexpr char kUsage[] =
+    "usage: zshard-moves-bench [--preset NAME] [--world W] [--instances I] "
+    "[--scenario failure|join] [--iterations N]\n";
+
+zshard::FlagList MovesFlags() {
+  using zshard::FlagOf;
+  return {FlagOf(FLAGS_preset), FlagOf(FLAGS_world), FlagOf(FLAGS_instances),
+          FlagOf(FLAGS_scenario), FlagOf(FLAGS_iterations)};
+}
+
+// The flags' ranges and choices.
+absl::Status CheckFlags() {
+  ZSHARD_RETURN_IF_ERROR(zshard::CheckRange(FLAGS_world, 2, 1 << 24));
+  ZSHARD_RETURN_IF_ERROR(zshard::CheckRange(FLAGS_instances, 1, 1 << 24));
+  ZSHARD_RETURN_IF_ERROR(zshard::CheckRange(FLAGS_iterations, 1, 1 << 24));
+  const std::string scenario = absl::GetFlag(FLAGS_scenario);
+  if (scenario != "failure" && scenario != "join") {
+    return absl::InvalidArgumentError("--scenario must be failure or join");
+  }
+  return absl::OkStatus();
 }
 
 int Fail(const absl::Status& status) {
@@ -51,29 +72,19 @@ std::vector<zp::Member> Members(int first, int count) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string preset = "llama2-70b", scenario = "failure";
-  int world = 1024, instances = 8, iterations = 5;
-  for (int i = 1; i < argc; ++i) {
-    if (i + 1 >= argc) return Usage();
-    const char* flag = argv[i];
-    const char* value = argv[++i];
-    bool ok = true;
-    if (std::strcmp(flag, "--preset") == 0) {
-      preset = value;
-    } else if (std::strcmp(flag, "--scenario") == 0) {
-      scenario = value;
-      ok = scenario == "failure" || scenario == "join";
-    } else if (std::strcmp(flag, "--world") == 0) {
-      ok = absl::SimpleAtoi(value, &world) && world >= 2;
-    } else if (std::strcmp(flag, "--instances") == 0) {
-      ok = absl::SimpleAtoi(value, &instances);
-    } else if (std::strcmp(flag, "--iterations") == 0) {
-      ok = absl::SimpleAtoi(value, &iterations) && iterations >= 1;
-    } else {
-      ok = false;
-    }
-    if (!ok) return Usage();
+  const zshard::FlagList flags = MovesFlags();
+  auto parsed = zshard::ParseCommandLine(zshard::Args(argc, argv), flags);
+  if (!parsed.ok()) return Fail(parsed.status());
+  if (parsed->help()) {
+    std::printf("%s\n%s", kUsage, zshard::FlagsHelp(flags).c_str());
+    return 0;
   }
+  if (absl::Status s = CheckFlags(); !s.ok()) return Fail(s);
+  const std::string preset = absl::GetFlag(FLAGS_preset);
+  const std::string scenario = absl::GetFlag(FLAGS_scenario);
+  const int world = absl::GetFlag(FLAGS_world);
+  const int instances = absl::GetFlag(FLAGS_instances);
+  const int iterations = absl::GetFlag(FLAGS_iterations);
   absl::StatusOr<zp::ModelSpec> model = zp::PresetModel(preset);
   if (!model.ok()) return Fail(model.status());
   zp::PlanOptions before_options, after_options;

@@ -5,13 +5,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
+#include "absl/flags/flag.h"
+#include "common/flags.h"
 #include "common/plan/plan.h"
 #include "common/plan/presets.h"
+
+ABSL_FLAG(std::string, preset, "llama2-70b", "the preset model");
+ABSL_FLAG(int, world, 1024, "ranks");
+ABSL_FLAG(int, instances, 8, "model instances");
+ABSL_FLAG(int, iterations, 20, "timed iterations");
+ABSL_FLAG(std::string, output, "table", "table or json");
 
 namespace {
 
@@ -27,39 +33,39 @@ struct Sample {
   double total_ms() const { return plan_ms + ranks_ms; }
 };
 
-int Usage() {
-  std::fprintf(stderr,
-               "usage: zshard-plan-bench [--preset NAME] [--world W] "
-               "[--instances I] [--iterations N] [--output table|json]\n");
-  return 2;
+constexpr char kUsage[] =
+    "usage: zshard-plan-bench [--preset NAME] [--world W] [--instances I] "
+    "[--iterations N] [--output table|json]\n";
+
+zshard::FlagList PlanBenchFlags() {
+  using zshard::FlagOf;
+  return {FlagOf(FLAGS_preset), FlagOf(FLAGS_world), FlagOf(FLAGS_instances),
+          FlagOf(FLAGS_iterations), FlagOf(FLAGS_output)};
+}
+
+int Fail(absl::string_view message) {
+  return zshard::UsageError("zshard-plan-bench", message);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string preset = "llama2-70b";
-  std::string output = "table";
-  int world = 1024, instances = 8, iterations = 20;
-  for (int i = 1; i < argc; ++i) {
-    if (i + 1 >= argc) return Usage();
-    const char* flag = argv[i];
-    const char* value = argv[++i];
-    bool ok = true;
-    if (std::strcmp(flag, "--preset") == 0) {
-      preset = value;
-    } else if (std::strcmp(flag, "--output") == 0) {
-      output = value;
-    } else if (std::strcmp(flag, "--world") == 0) {
-      ok = absl::SimpleAtoi(value, &world);
-    } else if (std::strcmp(flag, "--instances") == 0) {
-      ok = absl::SimpleAtoi(value, &instances);
-    } else if (std::strcmp(flag, "--iterations") == 0) {
-      ok = absl::SimpleAtoi(value, &iterations) && iterations >= 1;
-    } else {
-      ok = false;
-    }
-    if (!ok) return Usage();
+  const zshard::FlagList flags = PlanBenchFlags();
+  auto parsed = zshard::ParseCommandLine(zshard::Args(argc, argv), flags);
+  if (!parsed.ok()) return Fail(parsed.status().message());
+  if (parsed->help()) {
+    std::printf("%s\n%s", kUsage, zshard::FlagsHelp(flags).c_str());
+    return 0;
   }
+  if (absl::Status s = zshard::CheckRange(FLAGS_iterations, 1, 1 << 24);
+      !s.ok()) {
+    return Fail(s.message());
+  }
+  const std::string preset = absl::GetFlag(FLAGS_preset);
+  const std::string output = absl::GetFlag(FLAGS_output);
+  const int world = absl::GetFlag(FLAGS_world);
+  const int instances = absl::GetFlag(FLAGS_instances);
+  const int iterations = absl::GetFlag(FLAGS_iterations);
   absl::StatusOr<zshard::plan::ModelSpec> model =
       zshard::plan::PresetModel(preset);
   if (!model.ok()) {

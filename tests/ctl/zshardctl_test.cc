@@ -236,8 +236,24 @@ TEST(ZshardctlTest, BadOptionsExitTwoWithOneLine) {
        "unknown flag '--frobnicate'"},
       {{"frobnicate"}, "unknown command 'frobnicate'"},
       {{}, "missing command"},
+      // Each command takes only its own flags.
+      {{"ledger", "--model", ok, "--world", "4", "--rank", "1"},
+       "unknown flag '--rank'"},
+      {{"plan", "--model", ok, "--world", "4", "--world", "8"},
+       "flag --world is given twice"},
+      {{"--bogus", "plan"}, "unknown flag '--bogus'"},
   };
   ExpectBadInput(cases);
+}
+
+TEST(ZshardctlTest, EveryCommandHasHelp) {
+  for (const char* command : {"plan", "ledger", "status", "events", "top",
+                              "explain", "drain", "reshards"}) {
+    Result r = RunCtl({"--coordinator", "127.0.0.1:1", command, "--help"});
+    EXPECT_EQ(r.status, 0) << command << r.err;
+    EXPECT_THAT(r.out, HasSubstr("usage: zshardctl")) << command;
+    EXPECT_EQ(r.err, "") << command;
+  }
 }
 
 }  // namespace

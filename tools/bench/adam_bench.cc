@@ -8,26 +8,33 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/worker/optim/adam.h"
 #include "client/worker/optim/cpu_adam.h"
 #include "client/worker/optim/float_bits.h"
+#include "common/status.h"
 #include "nlohmann/json.hpp"
 #include "tools/bench/bandwidth.h"
 #include "tools/bench/baseline.h"
 #include "tools/bench/bench_commands.h"
+#include "tools/bench/bench_flags.h"
 #if defined(ZSHARD_HAVE_CUDA_ADAM)
 #include "client/worker/cuda/cuda_util.h"
 #include "client/worker/optim/adam_cuda.h"
 #endif
+
+ABSL_FLAG(int64_t, threads, 0, "cpu threads (0: hardware concurrency)");
+ABSL_FLAG(std::string, path, "auto",
+          "the cpu kernel: auto, scalar, vec128, avx2 or avx512");
+ABSL_FLAG(std::string, baselines_dir, "",
+          "where torch_adam.py lives (default <source>/../shared/baselines)");
 
 namespace zshard::bench {
 namespace {
@@ -48,96 +55,73 @@ struct Flags {
   std::string baselines_dir;
 };
 
-void Usage(FILE* out) {
-  std::fprintf(
-      out,
-      "usage: zshard-bench adam [--params N] [--threads T] [--steps S]\n"
-      "                         [--device cpu|cuda] [--output table|json]\n"
-      "                         [--path auto|scalar|vec128|avx2|avx512]\n"
-      "                         [--baseline] [--baselines-dir DIR]\n"
-      "  --params N       parameters in the shard (default 33554432)\n"
-      "  --threads T      cpu threads (default: hardware concurrency)\n"
-      "  --steps S        timed steps after one warm-up (default 10)\n"
-      "  --baseline       also run torch.optim.Adam (torch_adam.py) with the\n"
-      "                   same --params/--threads/--steps and report the "
-      "ratio\n"
-      "  --baselines-dir  where torch_adam.py lives (default "
-      "<source>/../shared/baselines)\n");
+constexpr char kUsage[] =
+    "usage: zshard-bench adam [--params N] [--threads T] [--steps S]\n"
+    "                         [--device cpu|cuda] [--output table|json]\n"
+    "                         [--path auto|scalar|vec128|avx2|avx512]\n"
+    "                         [--baseline] [--baselines-dir DIR]\n"
+    "  --params N       parameters in the shard (default 33554432)\n"
+    "  --threads T      cpu threads (default: hardware concurrency)\n"
+    "  --steps S        timed steps after one warm-up (default 10)\n"
+    "  --baseline       also run torch.optim.Adam (torch_adam.py) with the\n"
+    "                   same --params/--threads/--steps and report the "
+    "ratio\n"
+    "  --baselines-dir  where torch_adam.py lives (default "
+    "<source>/../shared/baselines)\n";
+
+FlagList AdamFlags() {
+  return {FlagOf(FLAGS_params),   FlagOf(FLAGS_threads),
+          FlagOf(FLAGS_steps),    FlagOf(FLAGS_device),
+          FlagOf(FLAGS_output),   FlagOf(FLAGS_path),
+          FlagOf(FLAGS_baseline), FlagOf(FLAGS_baselines_dir)};
 }
 
-// Parses argv (after the command name); returns 0 to go on, else an exit
+// The --path named `name`, or InvalidArgument.
+absl::StatusOr<CpuAdamPath> ParsePath(const std::string& name) {
+  for (CpuAdamPath p :
+       {CpuAdamPath::kAuto, CpuAdamPath::kScalar, CpuAdamPath::kVec128,
+        CpuAdamPath::kAvx2, CpuAdamPath::kAvx512}) {
+    if (name == optim::CpuAdamPathName(p)) return p;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown --path '", Shown(name), "'"));
+}
+
+// Parses argv (after the command name); returns -1 to go on, else an exit
 // status.
 int ParseFlags(int argc, char** argv, Flags* f) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&](const char* name) -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "zshard-bench adam: %s needs a value\n", name);
-        return nullptr;
-      }
-      return argv[++i];
-    };
-    const char* v = nullptr;
-    if (arg == "--help" || arg == "-h") {
-      Usage(stdout);
-      return -1;
-    } else if (arg == "--baseline") {
-      f->baseline = true;
-    } else if (arg == "--params" || arg == "--threads" || arg == "--steps") {
-      if ((v = value(arg.c_str())) == nullptr) return 2;
-      int64_t x;
-      if (!absl::SimpleAtoi(v, &x) || x < (arg == "--threads" ? 0 : 1)) {
-        std::fprintf(stderr, "zshard-bench adam: bad %s '%s'\n", arg.c_str(),
-                     v);
-        return 2;
-      }
-      if (arg == "--params") f->params = x;
-      if (arg == "--threads") f->threads = static_cast<int>(x);
-      if (arg == "--steps") f->steps = static_cast<int>(x);
-    } else if (arg == "--device" || arg == "--output" ||
-               arg == "--baselines-dir" || arg == "--path") {
-      if ((v = value(arg.c_str())) == nullptr) return 2;
-      if (arg == "--device") f->device = v;
-      if (arg == "--output") f->output = v;
-      if (arg == "--baselines-dir") f->baselines_dir = v;
-      if (arg == "--path") {
-        bool found = false;
-        for (CpuAdamPath p :
-             {CpuAdamPath::kAuto, CpuAdamPath::kScalar, CpuAdamPath::kVec128,
-              CpuAdamPath::kAvx2, CpuAdamPath::kAvx512}) {
-          if (std::strcmp(v, optim::CpuAdamPathName(p)) == 0) {
-            f->path = p;
-            found = true;
-          }
+  return ParseBenchFlags(
+      "adam", argc, argv, AdamFlags(), kUsage,
+      [f](const ParsedCommandLine& parsed) -> absl::Status {
+        f->params = GivenOr(parsed, FLAGS_params, f->params);
+        f->steps = static_cast<int>(GivenOr(parsed, FLAGS_steps, f->steps));
+        if (parsed.Given(FLAGS_params)) {
+          ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_params, 1, int64_t{1} << 40));
         }
-        if (!found) {
-          std::fprintf(stderr, "zshard-bench adam: unknown --path '%s'\n", v);
-          return 2;
+        if (parsed.Given(FLAGS_steps)) {
+          ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_steps, 1, 1 << 30));
         }
-      }
-    } else {
-      std::fprintf(stderr, "zshard-bench adam: unknown flag '%s'\n",
-                   arg.c_str());
-      Usage(stderr);
-      return 2;
-    }
-  }
-  if (f->device != "cpu" && f->device != "cuda") {
-    std::fprintf(stderr, "zshard-bench adam: --device must be cpu or cuda\n");
-    return 2;
-  }
-  if (f->output != "table" && f->output != "json") {
-    std::fprintf(stderr, "zshard-bench adam: --output must be table or json\n");
-    return 2;
-  }
-  if (f->threads == 0) {
-    f->threads =
-        static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  }
-  if (f->baselines_dir.empty()) {
-    f->baselines_dir = std::string(ZSHARD_SOURCE_DIR) + "/../shared/baselines";
-  }
-  return 0;
+        ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_threads, 0, 1 << 16));
+        f->threads = static_cast<int>(absl::GetFlag(FLAGS_threads));
+        f->device = absl::GetFlag(FLAGS_device);
+        if (f->device != "cpu" && f->device != "cuda") {
+          return absl::InvalidArgumentError("--device must be cpu or cuda");
+        }
+        ZSHARD_RETURN_IF_ERROR(CheckOutput());
+        f->output = absl::GetFlag(FLAGS_output);
+        ZSHARD_ASSIGN_OR_RETURN(f->path, ParsePath(absl::GetFlag(FLAGS_path)));
+        f->baseline = absl::GetFlag(FLAGS_baseline);
+        f->baselines_dir = absl::GetFlag(FLAGS_baselines_dir);
+        if (f->threads == 0) {
+          f->threads = static_cast<int>(
+              std::max(1u, std::thread::hardware_concurrency()));
+        }
+        if (f->baselines_dir.empty()) {
+          f->baselines_dir =
+              std::string(ZSHARD_SOURCE_DIR) + "/../shared/baselines";
+        }
+        return absl::OkStatus();
+      });
 }
 
 // Deterministic, cheap starting state: master in [-0.01, 0.01), bf16 grads
@@ -315,8 +299,7 @@ int RunCuda(const Flags&) {
 
 int RunAdamBench(int argc, char** argv) {
   Flags flags;
-  const int rc = ParseFlags(argc, argv, &flags);
-  if (rc != 0) return rc < 0 ? 0 : rc;
+  if (const int rc = ParseFlags(argc, argv, &flags); rc >= 0) return rc;
   return flags.device == "cuda" ? RunCuda(flags) : RunCpu(flags);
 }
 

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "client/worker/comm/comm_buffer.h"
 #include "client/worker/comm/communicator.h"
@@ -29,8 +29,22 @@
 #include "nlohmann/json.hpp"
 #include "tools/bench/baseline.h"
 #include "tools/bench/bench_commands.h"
+#include "tools/bench/bench_flags.h"
 #include "tools/bench/forked_ranks.h"
 #include "tools/bench/tcp_bound.h"
+
+ABSL_FLAG(int64_t, bytes, int64_t{64} << 20,
+          "bytes of the whole buffer (reduce-scatter input)");
+ABSL_FLAG(std::string, dtype, "fp32", "fp32, bf16, fp16, int64 or uint8");
+ABSL_FLAG(int64_t, iters, 5, "timed iterations");
+ABSL_FLAG(int64_t, chunk_bytes, 0, "transport chunk (0: its default)");
+ABSL_FLAG(int, depth, 0, "transport pipeline depth (0: its default)");
+ABSL_FLAG(int64_t, timeout_ms, 120000, "each collective's timeout");
+ABSL_FLAG(std::string, baseline_script, "",
+          "torch_gloo_collectives.py (default: found from the source tree)");
+ABSL_FLAG(bool, processes, false, "one forked process per rank");
+ABSL_FLAG(std::string, algo, "pairwise", "ring or pairwise");
+ABSL_FLAG(std::string, transport, "auto", "auto, tcp or shm");
 
 namespace zshard::bench {
 namespace {
@@ -76,57 +90,65 @@ const char kUsage[] =
     "  memory when every rank runs on this host, else tcp). --chunk-bytes\n"
     "  and --depth default to the transport's own.\n";
 
-// Parses flags; returns false (after printing why) on bad usage.
-bool ParseFlags(int argc, char** argv, Flags* f, bool* help) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= argc) return false;
-      *out = argv[++i];
-      return true;
-    };
-    std::string v;
-    if (arg == "--help" || arg == "-h") {
-      *help = true;
-      return true;
-    } else if (arg == "--baseline") {
-      f->baseline = true;
-    } else if (arg == "--processes") {
-      f->processes = true;
-    } else if (arg == "--algo" && value(&v) &&
-               (v == "ring" || v == "pairwise")) {
-      f->ring = v == "ring";
-    } else if (arg == "--transport" && value(&v) &&
-               comm::ParseHostTransport(v).ok()) {
-      f->transport = *comm::ParseHostTransport(v);
-    } else if (arg == "--ranks" && value(&v) &&
-               absl::SimpleAtoi(v, &f->ranks) && f->ranks >= 1 &&
-               f->ranks <= 64) {
-    } else if (arg == "--bytes" && value(&v) &&
-               absl::SimpleAtoi(v, &f->bytes)) {
-    } else if (arg == "--iters" && value(&v) &&
-               absl::SimpleAtoi(v, &f->iters) && f->iters >= 1) {
-    } else if (arg == "--device" && value(&v) && (v == "cpu" || v == "cuda")) {
-      f->device = v == "cpu" ? CommDevice::kCpu : CommDevice::kCuda;
-    } else if (arg == "--output" && value(&v) &&
-               (v == "table" || v == "json")) {
-      f->json = v == "json";
-    } else if (arg == "--dtype" && value(&v) && comm::ParseDataType(v).ok()) {
-      f->dtype = *comm::ParseDataType(v);
-    } else if (arg == "--chunk-bytes" && value(&v) &&
-               absl::SimpleAtoi(v, &f->chunk_bytes)) {
-    } else if (arg == "--depth" && value(&v) &&
-               absl::SimpleAtoi(v, &f->depth)) {
-    } else if (arg == "--timeout-ms" && value(&v) &&
-               absl::SimpleAtoi(v, &f->timeout_ms)) {
-    } else if (arg == "--baseline-script" && value(&f->baseline_script)) {
-    } else {
-      std::fprintf(stderr, "zshard-bench collectives: bad argument '%s'\n%s",
-                   arg.c_str(), kUsage);
-      return false;
-    }
+FlagList CollectivesFlags() {
+  return {FlagOf(FLAGS_ranks),
+          FlagOf(FLAGS_bytes),
+          FlagOf(FLAGS_device),
+          FlagOf(FLAGS_dtype),
+          FlagOf(FLAGS_iters),
+          FlagOf(FLAGS_output),
+          FlagOf(FLAGS_chunk_bytes),
+          FlagOf(FLAGS_depth),
+          FlagOf(FLAGS_timeout_ms),
+          FlagOf(FLAGS_baseline),
+          FlagOf(FLAGS_baseline_script),
+          FlagOf(FLAGS_processes),
+          FlagOf(FLAGS_algo),
+          FlagOf(FLAGS_transport)};
+}
+
+// Reads the flags into `f`; InvalidArgument naming a bad one.
+absl::Status ReadFlags(Flags* f) {
+  constexpr int64_t kMaxBytes = int64_t{1} << 40;
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_ranks, 1, 64));
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_bytes, 0, kMaxBytes));
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_iters, 1, 1 << 30));
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_chunk_bytes, 0, kMaxBytes));
+  f->ranks = static_cast<int>(absl::GetFlag(FLAGS_ranks));
+  f->bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bytes));
+  f->iters = static_cast<int>(absl::GetFlag(FLAGS_iters));
+  f->chunk_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_chunk_bytes));
+  f->depth = absl::GetFlag(FLAGS_depth);
+  f->timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
+  const std::string device = absl::GetFlag(FLAGS_device);
+  if (device != "cpu" && device != "cuda") {
+    return absl::InvalidArgumentError("--device must be cpu or cuda");
   }
-  return true;
+  f->device = device == "cpu" ? CommDevice::kCpu : CommDevice::kCuda;
+  ZSHARD_RETURN_IF_ERROR(CheckOutput());
+  f->json = absl::GetFlag(FLAGS_output) == "json";
+  absl::StatusOr<DataType> dtype =
+      comm::ParseDataType(absl::GetFlag(FLAGS_dtype));
+  if (!dtype.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype: ", dtype.status().message()));
+  }
+  f->dtype = *dtype;
+  const std::string algo = absl::GetFlag(FLAGS_algo);
+  if (algo != "ring" && algo != "pairwise") {
+    return absl::InvalidArgumentError("--algo must be ring or pairwise");
+  }
+  f->ring = algo == "ring";
+  absl::StatusOr<comm::HostTransport> transport =
+      comm::ParseHostTransport(absl::GetFlag(FLAGS_transport));
+  if (!transport.ok()) {
+    return absl::InvalidArgumentError("--transport must be auto, tcp or shm");
+  }
+  f->transport = *transport;
+  f->baseline = absl::GetFlag(FLAGS_baseline);
+  f->baseline_script = absl::GetFlag(FLAGS_baseline_script);
+  f->processes = absl::GetFlag(FLAGS_processes);
+  return absl::OkStatus();
 }
 
 double Seconds(std::chrono::steady_clock::time_point a,
@@ -333,11 +355,11 @@ nlohmann::json RunBaseline(const Flags& f) {
 
 int RunCollectivesBench(int argc, char** argv) {
   Flags f;
-  bool help = false;
-  if (!ParseFlags(argc, argv, &f, &help)) return 2;
-  if (help) {
-    std::fputs(kUsage, stdout);
-    return 0;
+  if (const int rc = ParseBenchFlags(
+          "collectives", argc, argv, CollectivesFlags(), kUsage,
+          [&f](const ParsedCommandLine&) { return ReadFlags(&f); });
+      rc >= 0) {
+    return rc;
   }
   std::vector<OpResult> results;
   std::string transport;

@@ -14,14 +14,21 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "client/worker/comm/memory_kv_store.h"
 #include "client/worker/engine/step_engine.h"
+#include "common/status.h"
 #include "nlohmann/json.hpp"
 #include "tools/bench/baseline.h"
 #include "tools/bench/bench_commands.h"
+#include "tools/bench/bench_flags.h"
+
+ABSL_FLAG(int64_t, bucket_size, 0,
+          "elements per bucket (0: params / 4, several buckets to overlap)");
+ABSL_FLAG(int64_t, adam_threads, 0,
+          "Adam threads per rank (0: hardware threads / ranks)");
 
 namespace zshard::bench {
 namespace {
@@ -47,39 +54,33 @@ const char kUsage[] =
     "(/usr/bin/python3)\n"
     "  with the same ranks and params in the same run.\n";
 
-bool ParseFlags(int argc, char** argv, Flags* f, bool* help) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    std::string v;
-    auto value = [&]() {
-      if (i + 1 >= argc) return false;
-      v = argv[++i];
-      return true;
-    };
-    if (arg == "--help" || arg == "-h") {
-      *help = true;
-      return true;
-    } else if (arg == "--baseline") {
-      f->baseline = true;
-    } else if (arg == "--ranks" && value() && absl::SimpleAtoi(v, &f->ranks) &&
-               f->ranks >= 1 && f->ranks <= 64) {
-    } else if (arg == "--params" && value() &&
-               absl::SimpleAtoi(v, &f->params) && f->params >= 1) {
-    } else if (arg == "--steps" && value() && absl::SimpleAtoi(v, &f->steps) &&
-               f->steps >= 1) {
-    } else if (arg == "--bucket-size" && value() &&
-               absl::SimpleAtoi(v, &f->bucket_size) && f->bucket_size >= 0) {
-    } else if (arg == "--adam-threads" && value() &&
-               absl::SimpleAtoi(v, &f->adam_threads) && f->adam_threads >= 0) {
-    } else if (arg == "--output" && value() && (v == "table" || v == "json")) {
-      f->json = v == "json";
-    } else {
-      std::fprintf(stderr, "zshard-bench step: bad argument '%s'\n%s",
-                   arg.c_str(), kUsage);
-      return false;
-    }
+FlagList StepFlags() {
+  return {FlagOf(FLAGS_ranks),        FlagOf(FLAGS_params),
+          FlagOf(FLAGS_steps),        FlagOf(FLAGS_bucket_size),
+          FlagOf(FLAGS_adam_threads), FlagOf(FLAGS_baseline),
+          FlagOf(FLAGS_output)};
+}
+
+// Reads the flags into `f`; InvalidArgument naming a bad one.
+absl::Status ReadFlags(const ParsedCommandLine& parsed, Flags* f) {
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_ranks, 1, 64));
+  f->ranks = static_cast<int>(absl::GetFlag(FLAGS_ranks));
+  if (parsed.Given(FLAGS_params)) {
+    ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_params, 1, int64_t{1} << 40));
   }
-  return true;
+  f->params = GivenOr(parsed, FLAGS_params, f->params);
+  if (parsed.Given(FLAGS_steps)) {
+    ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_steps, 1, 1 << 30));
+  }
+  f->steps = static_cast<int>(GivenOr(parsed, FLAGS_steps, f->steps));
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_bucket_size, 0, int64_t{1} << 40));
+  f->bucket_size = absl::GetFlag(FLAGS_bucket_size);
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_adam_threads, 0, 1 << 16));
+  f->adam_threads = static_cast<int>(absl::GetFlag(FLAGS_adam_threads));
+  f->baseline = absl::GetFlag(FLAGS_baseline);
+  ZSHARD_RETURN_IF_ERROR(CheckOutput());
+  f->json = absl::GetFlag(FLAGS_output) == "json";
+  return absl::OkStatus();
 }
 
 // Cheap, finite, non-constant initial params (the step's cost does not
@@ -266,11 +267,12 @@ nlohmann::json RunBaseline(const Flags& f) {
 
 int RunStepBench(int argc, char** argv) {
   Flags f;
-  bool help = false;
-  if (!ParseFlags(argc, argv, &f, &help)) return 2;
-  if (help) {
-    std::fputs(kUsage, stdout);
-    return 0;
+  if (const int rc = ParseBenchFlags("step", argc, argv, StepFlags(), kUsage,
+                                     [&f](const ParsedCommandLine& parsed) {
+                                       return ReadFlags(parsed, &f);
+                                     });
+      rc >= 0) {
+    return rc;
   }
   Measured m;
   const absl::Status s = RunOurs(f, &m);

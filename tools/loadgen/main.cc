@@ -10,83 +10,120 @@
 
 #include <cstdio>
 #include <iostream>
-#include <optional>
+#include <limits>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
-#include "client/worker/session/channel.h"
+#include "absl/flags/flag.h"
+#include "common/flags.h"
+#include "common/net/channel.h"
+#include "common/status.h"
 #include "tools/loadgen/load_generator.h"
+
+ABSL_FLAG(std::string, coordinator, "", "HOST:PORT of the coordinator");
+ABSL_FLAG(int64_t, workers, 1000, "simulated worker sessions");
+ABSL_FLAG(int64_t, duration_s, 30, "measured seconds");
+ABSL_FLAG(int64_t, warmup_s, 0, "seconds of load before measuring");
+ABSL_FLAG(int64_t, heartbeat_interval_ms, 1000,
+          "each session's heartbeat period, milliseconds");
+ABSL_FLAG(int64_t, coordinator_pid, 0,
+          "the coordinator's pid, to report its CPU use");
+ABSL_FLAG(int64_t, connections, 8, "gRPC channels the sessions share");
+ABSL_FLAG(std::string, name_prefix, "loadgen-", "prefix of the workers' names");
+ABSL_FLAG(bool, no_watch, false, "do not watch plans");
+ABSL_FLAG(std::string, output, "text", "text or json");
+ABSL_FLAG(std::string, tls_ca, "", "PEM CA of the coordinator's certificate");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM client certificate for mutual TLS (with --tls-key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM client key for mutual TLS");
 
 namespace {
 
-int Usage(const std::string& message) {
-  std::fprintf(stderr, "zshard-loadgen: %s\n", message.c_str());
-  return 2;
+constexpr char kUsage[] =
+    "usage: zshard-loadgen --coordinator ADDR --workers 1000 --duration-s 30\n"
+    "    [--warmup-s 0] [--coordinator-pid PID] [--heartbeat-interval-ms "
+    "1000]\n"
+    "    [--connections 8] [--no-watch] [--output json|text]\n"
+    "    [--tls-ca F] [--tls-cert F --tls-key F]\n";
+
+constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+
+zshard::FlagList LoadgenFlags() {
+  using zshard::FlagOf;
+  return {FlagOf(FLAGS_coordinator),
+          FlagOf(FLAGS_workers),
+          FlagOf(FLAGS_duration_s),
+          FlagOf(FLAGS_warmup_s),
+          FlagOf(FLAGS_heartbeat_interval_ms),
+          FlagOf(FLAGS_coordinator_pid),
+          FlagOf(FLAGS_connections),
+          FlagOf(FLAGS_name_prefix),
+          FlagOf(FLAGS_no_watch),
+          FlagOf(FLAGS_output),
+          FlagOf(FLAGS_tls_ca),
+          FlagOf(FLAGS_tls_cert),
+          FlagOf(FLAGS_tls_key)};
+}
+
+// The flags' ranges and choices; InvalidArgument naming the flag.
+absl::Status CheckFlags(const zshard::ParsedCommandLine& parsed) {
+  using zshard::CheckRange;
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_workers, 1, kMaxInt));
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_duration_s, 1, int64_t{1} << 40));
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_warmup_s, 0, int64_t{1} << 40));
+  ZSHARD_RETURN_IF_ERROR(
+      CheckRange(FLAGS_heartbeat_interval_ms, 1, int64_t{1} << 40));
+  if (parsed.Given(FLAGS_coordinator_pid)) {
+    ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_coordinator_pid, 1, kMaxInt));
+  }
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_connections, 1, kMaxInt));
+  const std::string output = absl::GetFlag(FLAGS_output);
+  if (output != "json" && output != "text") {
+    return absl::InvalidArgumentError("--output must be json or text");
+  }
+  if (absl::GetFlag(FLAGS_coordinator).empty()) {
+    return absl::InvalidArgumentError("--coordinator HOST:PORT is required");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  const zshard::FlagList flags = LoadgenFlags();
+  auto parsed = zshard::ParseCommandLine(zshard::Args(argc, argv), flags);
+  if (!parsed.ok()) {
+    return zshard::UsageError("zshard-loadgen", parsed.status().message());
+  }
+  if (parsed->help()) {
+    std::printf("%s\n%s", kUsage, zshard::FlagsHelp(flags).c_str());
+    return 0;
+  }
+  if (absl::Status s = CheckFlags(*parsed); !s.ok()) {
+    return zshard::UsageError("zshard-loadgen", s.message());
+  }
   zshard::loadgen::LoadOptions options;
-  zshard::worker::ChannelOptions channel_options;
-  bool json = false;
-  int64_t duration_s = 30;
-  int connections = 8;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag == "--no-watch") {
-      options.watch_plans = false;
-      continue;
-    }
-    std::optional<std::string> value;
-    if (size_t eq = flag.find('='); eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      return Usage(absl::StrCat("flag ", flag, " needs a value"));
-    }
-    int64_t number = 0;
-    const bool is_number = absl::SimpleAtoi(*value, &number);
-    if (flag == "--coordinator") {
-      channel_options.target = *value;
-    } else if (flag == "--workers" && is_number && number > 0) {
-      options.workers = static_cast<int>(number);
-    } else if (flag == "--duration-s" && is_number && number > 0) {
-      duration_s = number;
-    } else if (flag == "--warmup-s" && is_number && number >= 0) {
-      options.warmup_ms = number * 1000;
-    } else if (flag == "--heartbeat-interval-ms" && is_number && number > 0) {
-      options.heartbeat_interval_ms = number;
-    } else if (flag == "--coordinator-pid" && is_number && number > 0) {
-      options.coordinator_pid = static_cast<pid_t>(number);
-    } else if (flag == "--connections" && is_number && number > 0) {
-      connections = static_cast<int>(number);
-    } else if (flag == "--name-prefix") {
-      options.name_prefix = *value;
-    } else if (flag == "--output" && (*value == "json" || *value == "text")) {
-      json = *value == "json";
-    } else if (flag == "--tls-ca") {
-      channel_options.tls_ca_file = *value;
-    } else if (flag == "--tls-cert") {
-      channel_options.tls_cert_file = *value;
-    } else if (flag == "--tls-key") {
-      channel_options.tls_key_file = *value;
-    } else {
-      return Usage(absl::StrCat("bad flag ", flag, " '", *value, "'"));
-    }
-  }
-  if (channel_options.target.empty()) {
-    return Usage("--coordinator HOST:PORT is required");
-  }
-  options.duration_ms = duration_s * 1000;
+  options.workers = static_cast<int>(absl::GetFlag(FLAGS_workers));
+  options.duration_ms = absl::GetFlag(FLAGS_duration_s) * 1000;
+  options.warmup_ms = absl::GetFlag(FLAGS_warmup_s) * 1000;
+  options.heartbeat_interval_ms = absl::GetFlag(FLAGS_heartbeat_interval_ms);
+  options.coordinator_pid =
+      static_cast<pid_t>(absl::GetFlag(FLAGS_coordinator_pid));
+  options.name_prefix = absl::GetFlag(FLAGS_name_prefix);
+  options.watch_plans = !absl::GetFlag(FLAGS_no_watch);
+  zshard::net::ChannelOptions channel_options;
+  channel_options.target = absl::GetFlag(FLAGS_coordinator);
+  channel_options.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
+  channel_options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  channel_options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  const bool json = absl::GetFlag(FLAGS_output) == "json";
+  const int connections = static_cast<int>(absl::GetFlag(FLAGS_connections));
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (int c = 0; c < connections; ++c) {
-    auto channel = zshard::worker::MakeCoordinatorChannel(channel_options);
-    if (!channel.ok()) return Usage(std::string(channel.status().message()));
+    auto channel = zshard::net::MakeCoordinatorChannel(channel_options);
+    if (!channel.ok()) {
+      return zshard::UsageError("zshard-loadgen", channel.status().message());
+    }
     channels.push_back(*channel);
   }
   auto report = zshard::loadgen::RunLoad(options, channels);

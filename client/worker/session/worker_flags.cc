@@ -1,22 +1,120 @@
-// ParseWorkerFlags: a small table-free parser; every error is one line.
+// ParseWorkerFlags: the flags are defined here with Abseil and parsed by
+// common/flags; every error is one line.
 
 #include "client/worker/session/worker_flags.h"
 
-#include <algorithm>
-#include <iterator>
-
+#include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/flags.h"
+#include "common/status.h"
+
+ABSL_FLAG(std::string, coordinator, "",
+          "HOST:PORT of the coordinator (default $ZSHARD_COORDINATOR)");
+ABSL_FLAG(std::string, name, "",
+          "this worker's name, unique in the job (default $POD_NAME)");
+ABSL_FLAG(std::string, device, "cpu", "cpu or cuda");
+ABSL_FLAG(std::string, labels, "", "topology labels: node=a,zone=b");
+ABSL_FLAG(std::string, address, "",
+          "HOST:PORT this worker is reached at, for the coordinator's view");
+ABSL_FLAG(std::string, tls_ca, "", "PEM CA of the coordinator's certificate");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM client certificate for mutual TLS (with --tls-key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM client key for mutual TLS");
+ABSL_FLAG(std::string, log_format, "text", "text or json");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "HOST:PORT of /healthz and /metrics; empty: none");
+ABSL_FLAG(std::string, dump_master, "",
+          "directory the fp32 master shards are written to at the end");
+ABSL_FLAG(std::string, comm_host, "",
+          "host peers reach this worker's collectives at (default $POD_IP, "
+          "else the host of --address, else 127.0.0.1)");
+ABSL_FLAG(std::string, comm_transport, "auto",
+          "host collectives' transport: auto, tcp or shm");
 
 namespace zshard::worker {
+namespace {
 
-const char* WorkerUsage() {
-  return "usage: zshard-worker --coordinator HOST:PORT --name NAME "
-         "[--device cpu|cuda] [--labels node=a,zone=b] [--address HOST:PORT] "
-         "[--tls-ca F] [--tls-cert F --tls-key F] [--log-format text|json] "
-         "[--metrics-listen HOST:PORT] [--dump-master DIR] [--comm-host HOST] "
-         "[--comm-transport auto|tcp|shm]";
+FlagList WorkerFlagList() {
+  return {FlagOf(FLAGS_coordinator),   FlagOf(FLAGS_name),
+          FlagOf(FLAGS_device),        FlagOf(FLAGS_labels),
+          FlagOf(FLAGS_address),       FlagOf(FLAGS_tls_ca),
+          FlagOf(FLAGS_tls_cert),      FlagOf(FLAGS_tls_key),
+          FlagOf(FLAGS_log_format),    FlagOf(FLAGS_metrics_listen),
+          FlagOf(FLAGS_dump_master),   FlagOf(FLAGS_comm_host),
+          FlagOf(FLAGS_comm_transport)};
+}
+
+// The flags' values checked and copied into `flags`; `name`, `coordinator`
+// and `comm_host` keep their environment defaults unless given.
+absl::Status ReadFlags(const ParsedCommandLine& parsed, WorkerFlags* flags,
+                       std::optional<std::string>* name,
+                       std::optional<std::string>* coordinator,
+                       std::optional<std::string>* comm_host) {
+  if (parsed.Given(FLAGS_coordinator)) {
+    *coordinator = absl::GetFlag(FLAGS_coordinator);
+  }
+  if (parsed.Given(FLAGS_name)) *name = absl::GetFlag(FLAGS_name);
+  const std::string device = absl::GetFlag(FLAGS_device);
+  if (device != "cpu" && device != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device must be cpu or cuda, not '", device, "'"));
+  }
+  if (parsed.Given(FLAGS_device)) flags->session.device = device;
+  if (parsed.Given(FLAGS_labels)) {
+    ZSHARD_ASSIGN_OR_RETURN(flags->session.labels,
+                            ParseLabels(absl::GetFlag(FLAGS_labels)));
+  }
+  flags->session.address = absl::GetFlag(FLAGS_address);
+  const std::string metrics = absl::GetFlag(FLAGS_metrics_listen);
+  if (parsed.Given(FLAGS_metrics_listen) &&
+      metrics.find(':') == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics-listen must be HOST:PORT, not '", metrics, "'"));
+  }
+  flags->metrics_listen = metrics;
+  if (parsed.Given(FLAGS_comm_host)) {
+    *comm_host = absl::GetFlag(FLAGS_comm_host);
+    if ((*comm_host)->empty()) {
+      return absl::InvalidArgumentError("--comm-host must not be empty");
+    }
+  }
+  const std::string transport = absl::GetFlag(FLAGS_comm_transport);
+  absl::StatusOr<comm::HostTransport> t = comm::ParseHostTransport(transport);
+  if (!t.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--comm-transport must be auto, tcp or shm, not '", transport, "'"));
+  }
+  if (parsed.Given(FLAGS_comm_transport)) {
+    flags->session.train.engine.host_transport = *t;
+  }
+  flags->session.train.dump_master_dir = absl::GetFlag(FLAGS_dump_master);
+  flags->channel.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
+  flags->channel.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  flags->channel.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  const std::string log_format = absl::GetFlag(FLAGS_log_format);
+  if (log_format == "text") {
+    flags->log_format = LogFormat::kText;
+  } else if (log_format == "json") {
+    flags->log_format = LogFormat::kJson;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--log-format must be text or json, not '", log_format, "'"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string WorkerUsage() {
+  return absl::StrCat(
+      "usage: zshard-worker --coordinator HOST:PORT --name NAME "
+      "[--device cpu|cuda] [--labels node=a,zone=b] [--address HOST:PORT] "
+      "[--tls-ca F] [--tls-cert F --tls-key F] [--log-format text|json] "
+      "[--metrics-listen HOST:PORT] [--dump-master DIR] [--comm-host HOST] "
+      "[--comm-transport auto|tcp|shm]\n\n",
+      FlagsHelp(WorkerFlagList()));
 }
 
 absl::StatusOr<std::map<std::string, std::string>> ParseLabels(
@@ -37,96 +135,20 @@ absl::StatusOr<std::map<std::string, std::string>> ParseLabels(
 
 absl::StatusOr<WorkerFlags> ParseWorkerFlags(
     const std::vector<std::string>& args, const EnvLookup& env) {
+  ZSHARD_ASSIGN_OR_RETURN(ParsedCommandLine parsed,
+                          ParseCommandLine(args, WorkerFlagList()));
   WorkerFlags flags;
   // Several workers often share a host: one Adam thread each.
   flags.session.train.engine.adam_threads = 1;
+  if (parsed.help()) {
+    flags.help = true;
+    return flags;
+  }
   std::optional<std::string> name = env("POD_NAME");
   std::optional<std::string> coordinator = env("ZSHARD_COORDINATOR");
   std::optional<std::string> comm_host;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::optional<std::string> value;
-    if (flag == "--help" || flag == "-h") {
-      flags.help = true;
-      return flags;
-    }
-    if (!absl::StartsWith(flag, "--")) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unexpected argument '", flag, "'"));
-    }
-    if (size_t eq = flag.find('='); eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    }
-    static const char* const kKnown[] = {
-        "--coordinator",   "--name",           "--device",      "--labels",
-        "--address",       "--tls-ca",         "--tls-cert",    "--tls-key",
-        "--log-format",    "--metrics-listen", "--dump-master", "--comm-host",
-        "--comm-transport"};
-    if (std::find(std::begin(kKnown), std::end(kKnown), flag) ==
-        std::end(kKnown)) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", flag));
-    }
-    if (!value.has_value()) {
-      if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("flag ", flag, " needs a value"));
-      }
-      value = args[++i];
-    }
-    if (flag == "--coordinator") {
-      coordinator = *value;
-    } else if (flag == "--name") {
-      name = *value;
-    } else if (flag == "--device") {
-      if (*value != "cpu" && *value != "cuda") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--device must be cpu or cuda, not '", *value, "'"));
-      }
-      flags.session.device = *value;
-    } else if (flag == "--labels") {
-      auto labels = ParseLabels(*value);
-      if (!labels.ok()) return labels.status();
-      flags.session.labels = *std::move(labels);
-    } else if (flag == "--address") {
-      flags.session.address = *value;
-    } else if (flag == "--metrics-listen") {
-      if (value->find(':') == std::string::npos) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--metrics-listen must be HOST:PORT, not '", *value, "'"));
-      }
-      flags.metrics_listen = *value;
-    } else if (flag == "--comm-host") {
-      if (value->empty()) {
-        return absl::InvalidArgumentError("--comm-host must not be empty");
-      }
-      comm_host = *value;
-    } else if (flag == "--comm-transport") {
-      absl::StatusOr<comm::HostTransport> t = comm::ParseHostTransport(*value);
-      if (!t.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--comm-transport must be auto, tcp or shm, not '", *value, "'"));
-      }
-      flags.session.train.engine.host_transport = *t;
-    } else if (flag == "--dump-master") {
-      flags.session.train.dump_master_dir = *value;
-    } else if (flag == "--tls-ca") {
-      flags.channel.tls_ca_file = *value;
-    } else if (flag == "--tls-cert") {
-      flags.channel.tls_cert_file = *value;
-    } else if (flag == "--tls-key") {
-      flags.channel.tls_key_file = *value;
-    } else {  // --log-format
-      if (*value == "text") {
-        flags.log_format = LogFormat::kText;
-      } else if (*value == "json") {
-        flags.log_format = LogFormat::kJson;
-      } else {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--log-format must be text or json, not '", *value, "'"));
-      }
-    }
-  }
+  ZSHARD_RETURN_IF_ERROR(
+      ReadFlags(parsed, &flags, &name, &coordinator, &comm_host));
   if (!name.has_value() || name->empty()) {
     return absl::InvalidArgumentError("--name is required (or set POD_NAME)");
   }

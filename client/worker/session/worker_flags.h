@@ -9,14 +9,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/worker/session/channel.h"
 #include "client/worker/session/coordinator_session.h"
 #include "common/logging.h"
+#include "common/net/channel.h"
 
 namespace zshard::worker {
 
 struct WorkerFlags {
-  ChannelOptions channel;
+  net::ChannelOptions channel;
   CoordinatorSession::Options session;
   LogFormat log_format = LogFormat::kText;
   // --metrics-listen HOST:PORT for /healthz and /metrics; empty: none.
@@ -41,7 +41,7 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(
 absl::StatusOr<std::map<std::string, std::string>> ParseLabels(
     const std::string& text);
 
-// The usage text printed by --help.
-const char* WorkerUsage();
+// The usage text printed by --help: the synopsis and a line per flag.
+std::string WorkerUsage();
 
 }  // namespace zshard::worker

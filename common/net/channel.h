@@ -1,6 +1,7 @@
 // The gRPC channel to the coordinator, plain or TLS (optionally with a
 // client certificate for mutual TLS), with reconnect backoff short enough
 // that workers re-attach within a second of the coordinator coming back.
+// Shared by the worker, zshardctl and the load generator.
 #pragma once
 
 #include <memory>
@@ -9,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/channel.h"
 
-namespace zshard::worker {
+namespace zshard::net {
 
 struct ChannelOptions {
   // HOST:PORT of the coordinator. Required.
@@ -31,4 +32,4 @@ struct ChannelOptions {
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeCoordinatorChannel(
     const ChannelOptions& options);
 
-}  // namespace zshard::worker
+}  // namespace zshard::net

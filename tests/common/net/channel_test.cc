@@ -3,7 +3,7 @@
 // TLS, and a client without a certificate refused by a server that
 // requires one.
 
-#include "client/worker/session/channel.h"
+#include "common/net/channel.h"
 
 #include <chrono>
 
@@ -17,7 +17,7 @@
 #include "tests/testing/tls_certs.h"
 #include "zshard/v1/worker_service.grpc.pb.h"
 
-namespace zshard::worker {
+namespace zshard::net {
 namespace {
 
 using ::zshard::testing::TempDir;
@@ -107,4 +107,4 @@ TEST_F(ChannelTest, RejectsBadOptions) {
 }
 
 }  // namespace
-}  // namespace zshard::worker
+}  // namespace zshard::net

@@ -1,6 +1,6 @@
 // MakeCoordinatorChannel: credentials from PEM files and channel arguments.
 
-#include "client/worker/session/channel.h"
+#include "common/net/channel.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/file_io.h"
@@ -9,7 +9,7 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 
-namespace zshard::worker {
+namespace zshard::net {
 namespace {
 
 absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
@@ -62,4 +62,4 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeCoordinatorChannel(
   return grpc::CreateCustomChannel(options.target, credentials, args);
 }
 
-}  // namespace zshard::worker
+}  // namespace zshard::net
