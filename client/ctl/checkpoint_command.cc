@@ -1,6 +1,8 @@
 // zshardctl --coordinator ADDR checkpoint list [--output table|json]: the
 // job's committed checkpoints (DashboardService.ListCheckpoints), oldest
-// first: step, commit time, files, bytes and directory.
+// first: step, commit time, files, bytes and directory; then the attempts
+// that have no manifest (a rank's write failed, still in progress, or found
+// damaged), marked incomplete.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -39,13 +41,48 @@ nlohmann::json CheckpointsToJson(const v1::ListCheckpointsResponse& resp) {
                    {"instances", c.instances()},
                    {"files", FileCount(resp, i)},
                    {"bytes", c.bytes()},
-                   {"dir", c.dir()}});
+                   {"dir", c.dir()},
+                   {"complete", true}});
+  }
+  // Attempts without a manifest follow, marked incomplete: never restored
+  // from.
+  for (const v1::CheckpointAttempt& a : resp.incomplete()) {
+    out.push_back({{"step", a.step()},
+                   {"dir", a.dir()},
+                   {"files", a.files_reported()},
+                   {"files_expected", a.files_expected()},
+                   {"failures", a.failures()},
+                   {"complete", false}});
   }
   return out;
 }
 
+// The incomplete attempts, marked, after the committed table.
+std::string FormatIncomplete(const v1::ListCheckpointsResponse& resp) {
+  if (resp.incomplete_size() == 0) return "";
+  Table table({"STEP", "STATE", "FILES", "DIR", "WHY"});
+  table.LeftAlign(1);
+  table.LeftAlign(3);
+  table.LeftAlign(4);
+  for (const v1::CheckpointAttempt& a : resp.incomplete()) {
+    std::string why;
+    for (const std::string& f : a.failures()) {
+      absl::StrAppend(&why, why.empty() ? "" : "; ", f);
+    }
+    table.AddRow({absl::StrCat(a.step()),
+                  a.failures_size() > 0 ? "INCOMPLETE (failed)"
+                                        : "INCOMPLETE (in progress)",
+                  absl::StrCat(a.files_reported(), "/", a.files_expected()),
+                  a.dir(), why.empty() ? "-" : why});
+  }
+  return "\nincomplete attempts (no manifest, never restored from):\n" +
+         table.Render();
+}
+
 std::string FormatCheckpoints(const v1::ListCheckpointsResponse& resp) {
-  if (resp.checkpoints_size() == 0) return "no committed checkpoints yet\n";
+  if (resp.checkpoints_size() == 0) {
+    return "no committed checkpoints yet\n" + FormatIncomplete(resp);
+  }
   Table table({"STEP", "TIME", "EPOCH", "WORLD", "FILES", "BYTES", "DIR"});
   table.LeftAlign(1);
   table.LeftAlign(6);
@@ -56,7 +93,7 @@ std::string FormatCheckpoints(const v1::ListCheckpointsResponse& resp) {
                   absl::StrCat(FileCount(resp, i)), Grouped(c.bytes()),
                   c.dir()});
   }
-  return table.Render();
+  return table.Render() + FormatIncomplete(resp);
 }
 
 int RunCheckpointCommand(const GlobalFlags& global, int argc, char** argv) {

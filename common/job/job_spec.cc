@@ -187,6 +187,10 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& j) {
   ZSHARD_ASSIGN_OR_RETURN(
       spec.heartbeat_interval_ms,
       f.Int("heartbeat_interval_ms", 1000, 10, spec.lease_timeout_ms - 1));
+  ZSHARD_ASSIGN_OR_RETURN(
+      spec.transition_timeout_ms,
+      f.Int("transition_timeout_ms", 4 * spec.lease_timeout_ms,
+            spec.lease_timeout_ms, 86400000));
   ZSHARD_ASSIGN_OR_RETURN(const nlohmann::json* wl, f.Object("workload"));
   ZSHARD_RETURN_IF_ERROR(ParseWorkload(*wl, spec.workload));
   ZSHARD_ASSIGN_OR_RETURN(const nlohmann::json* ck, f.Object("checkpoint"));
@@ -239,6 +243,7 @@ std::string JobSpecToJson(const JobSpec& spec) {
                 {"max", spec.world.max}};
   j["lease_timeout_ms"] = spec.lease_timeout_ms;
   j["heartbeat_interval_ms"] = spec.heartbeat_interval_ms;
+  j["transition_timeout_ms"] = spec.transition_timeout_ms;
   j["workload"] = {{"kind", WorkloadKindName(spec.workload.kind)},
                    {"steps", spec.workload.steps},
                    {"global_batch", spec.workload.global_batch},

@@ -60,6 +60,11 @@ struct JobSpec {
   WorldSpec world;
   int64_t lease_timeout_ms = 5000;       // [100, 3600000]
   int64_t heartbeat_interval_ms = 1000;  // [10, lease_timeout_ms)
+  // A transition phase (PREPARED acks of a proposal, ACTIVE acks of a
+  // committed epoch) waiting longer than this is given up with an event
+  // naming who did not answer, and the coordinator proposes again.
+  // [lease_timeout_ms, 86400000]; absent: 4 leases.
+  int64_t transition_timeout_ms = 20000;
   WorkloadSpec workload;
   CheckpointSpec checkpoint;
 };

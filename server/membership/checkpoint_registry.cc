@@ -10,6 +10,7 @@ namespace zshard::server {
 namespace {
 
 constexpr int kMaxPending = 64;
+constexpr size_t kMaxGivenUp = 32;
 
 bool SafeRelativePath(const std::string& path) {
   if (path.empty() || path.size() > 1024 || path[0] == '/') return false;
@@ -100,20 +101,10 @@ absl::StatusOr<std::optional<CheckpointRecord>> CheckpointRegistry::Add(
         absl::StrCat("checkpoint step ", report.step,
                      " is not newer than the committed step ", newest->step));
   }
-  auto key = std::make_pair(report.step, report.dir);
-  auto it = pending_.find(key);
-  if (it != pending_.end() && it->second.epoch.epoch != epoch.epoch) {
-    pending_.erase(it);  // a rank of another epoch: start again
-    it = pending_.end();
-  }
-  if (it == pending_.end()) {
-    if (static_cast<int>(pending_.size()) >= kMaxPending) {
-      pending_.erase(pending_.begin());
-    }
-    it = pending_.emplace(key, Pending{epoch, report.adam_step, {}}).first;
-  }
-  Pending& p = it->second;
+  Pending& p = PendingFor(std::make_pair(report.step, report.dir), epoch,
+                          report.adam_step);
   p.files[f.rank] = f;
+  p.failures.erase(f.rank);
   if (static_cast<int>(p.files.size()) < d) return std::nullopt;
   CheckpointRecord c;
   c.step = report.step;
@@ -138,10 +129,80 @@ absl::StatusOr<std::optional<CheckpointRecord>> CheckpointRegistry::Add(
   return std::optional<CheckpointRecord>(std::move(c));
 }
 
+CheckpointRegistry::Pending& CheckpointRegistry::PendingFor(
+    const Key& key, const CheckpointEpoch& epoch, int64_t adam_step) {
+  auto it = pending_.find(key);
+  if (it != pending_.end() && it->second.epoch.epoch != epoch.epoch) {
+    pending_.erase(it);  // a rank of another epoch: start again
+    it = pending_.end();
+  }
+  if (it == pending_.end()) {
+    if (static_cast<int>(pending_.size()) >= kMaxPending) {
+      GiveUp(AttemptOf(pending_.begin()->first, pending_.begin()->second));
+      pending_.erase(pending_.begin());
+    }
+    it = pending_.emplace(key, Pending{epoch, adam_step, {}, {}}).first;
+  }
+  return it->second;
+}
+
+CheckpointAttempt CheckpointRegistry::AttemptOf(const Key& key,
+                                                const Pending& p) {
+  CheckpointAttempt a;
+  a.step = key.first;
+  a.dir = key.second;
+  a.files_reported = static_cast<int>(p.files.size());
+  a.files_expected =
+      p.epoch.instances > 0 ? p.epoch.world / p.epoch.instances : 0;
+  for (const auto& [rank, why] : p.failures) {
+    a.failures.push_back(absl::StrCat("rank ", rank, ": ", why));
+  }
+  return a;
+}
+
+void CheckpointRegistry::GiveUp(CheckpointAttempt attempt) {
+  given_up_.push_back(std::move(attempt));
+  if (given_up_.size() > kMaxGivenUp) given_up_.erase(given_up_.begin());
+}
+
+void CheckpointRegistry::AddFailure(int64_t step, const std::string& dir,
+                                    int rank, const std::string& reason,
+                                    const CheckpointEpoch& epoch) {
+  PendingFor(std::make_pair(step, dir), epoch, 0).failures[rank] = reason;
+}
+
+bool CheckpointRegistry::MarkDamaged(const std::string& dir,
+                                     const std::string& reason) {
+  auto it =
+      std::find_if(committed_.begin(), committed_.end(),
+                   [&dir](const CheckpointRecord& c) { return c.dir == dir; });
+  if (it == committed_.end()) return false;
+  CheckpointAttempt a;
+  a.step = it->step;
+  a.dir = it->dir;
+  a.files_reported = static_cast<int>(it->files.size());
+  a.files_expected = a.files_reported;
+  a.failures.push_back(absl::StrCat("damaged: ", reason));
+  committed_.erase(it);
+  GiveUp(std::move(a));
+  return true;
+}
+
+std::vector<CheckpointAttempt> CheckpointRegistry::Incomplete() const {
+  std::vector<CheckpointAttempt> out = given_up_;
+  for (const auto& [key, p] : pending_) out.push_back(AttemptOf(key, p));
+  return out;
+}
+
 void CheckpointRegistry::Commit(CheckpointRecord record) {
   const int64_t step = record.step;
-  pending_.erase(pending_.begin(),
-                 pending_.lower_bound(std::make_pair(step + 1, std::string())));
+  auto end = pending_.lower_bound(std::make_pair(step + 1, std::string()));
+  for (auto it = pending_.begin(); it != end; ++it) {
+    // The attempt being committed is complete; older ones never will be.
+    if (it->first.first == step && it->first.second == record.dir) continue;
+    GiveUp(AttemptOf(it->first, it->second));
+  }
+  pending_.erase(pending_.begin(), end);
   committed_.push_back(std::move(record));
   std::sort(committed_.begin(), committed_.end(),
             [](const CheckpointRecord& a, const CheckpointRecord& b) {

@@ -24,6 +24,9 @@ struct CheckpointReport {
   int64_t adam_step = 0;
   std::string dir;
   CheckpointFileInfo file;
+  // Non-empty: the rank could not write its file (`file` holds only the
+  // rank), and this is why.
+  std::string error;
 };
 
 // The reporting epoch's shape.
@@ -32,6 +35,18 @@ struct CheckpointEpoch {
   int world = 0;
   int instances = 1;
   int expert_parallel = 1;
+};
+
+// A checkpoint attempt without a manifest: still collecting files, given
+// up (a rank's write failed, a newer checkpoint was committed first) or
+// found damaged after its commit.
+struct CheckpointAttempt {
+  int64_t step = 0;
+  std::string dir;
+  int files_reported = 0;
+  int files_expected = 0;
+  // One line per failure: "rank R: reason" or "damaged: reason".
+  std::vector<std::string> failures;
 };
 
 // Thread-compatible: the membership calls it under its lock.
@@ -51,6 +66,19 @@ class CheckpointRegistry {
   // reports of steps up to its step.
   void Commit(CheckpointRecord record);
 
+  // Records that `rank` of `epoch` could not write its file of step `step`
+  // into `dir`, with `reason`: the attempt stays incomplete.
+  void AddFailure(int64_t step, const std::string& dir, int rank,
+                  const std::string& reason, const CheckpointEpoch& epoch);
+  // Takes the committed checkpoint in `dir` out of use (its files are
+  // damaged or missing): Newest() no longer returns it, and it is listed
+  // among the incomplete attempts with `reason`. Returns false when no
+  // committed checkpoint is in `dir`.
+  bool MarkDamaged(const std::string& dir, const std::string& reason);
+  // Attempts without a usable manifest, oldest first: the given-up and
+  // damaged ones (the latest 32), then those still collecting files.
+  std::vector<CheckpointAttempt> Incomplete() const;
+
   // The newest committed checkpoint, or null.
   const CheckpointRecord* Newest() const;
   // Committed checkpoints, oldest first.
@@ -61,9 +89,17 @@ class CheckpointRegistry {
     CheckpointEpoch epoch;
     int64_t adam_step = 0;
     std::map<int, CheckpointFileInfo> files;  // by rank
+    std::map<int, std::string> failures;      // by rank
   };
-  std::map<std::pair<int64_t, std::string>, Pending> pending_;
+  using Key = std::pair<int64_t, std::string>;  // step, dir
+  Pending& PendingFor(const Key& key, const CheckpointEpoch& epoch,
+                      int64_t adam_step);
+  static CheckpointAttempt AttemptOf(const Key& key, const Pending& p);
+  void GiveUp(CheckpointAttempt attempt);
+
+  std::map<Key, Pending> pending_;
   std::vector<CheckpointRecord> committed_;
+  std::vector<CheckpointAttempt> given_up_;
 };
 
 // OK when the ranges of `files` cover every element of every param of

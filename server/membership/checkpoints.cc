@@ -27,6 +27,21 @@ absl::StatusOr<bool> Membership::ReportCheckpoint(
         absl::StrCat("worker '", m->name, "' does not hold rank ",
                      report.file.rank, " in epoch ", epoch->epoch));
   }
+  if (!report.error.empty()) {
+    if (report.dir.empty() || report.step < 0) {
+      return absl::InvalidArgumentError(
+          "a failed checkpoint report needs a dir and a step >= 0");
+    }
+    // Training goes on; the operator learns now, not at the next rollback.
+    checkpoints_.AddFailure(report, *epoch);
+    EventLocked(
+        "checkpoint_failed",
+        absl::StrCat("step ", report.step, " rank ", report.file.rank, " (",
+                     m->name, "): ", report.error, "; the checkpoint of step ",
+                     report.step, " is incomplete"));
+    FlushLocked();
+    return false;
+  }
   ZSHARD_ASSIGN_OR_RETURN(std::optional<CheckpointRecord> done,
                           checkpoints_.Add(report, *epoch));
   if (!done.has_value()) return false;

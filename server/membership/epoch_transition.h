@@ -87,6 +87,14 @@ class EpochTransition {
   // The epoch in transition: the proposal's, else the committed one until
   // it is stable, else 0.
   int64_t pending_epoch() const;
+  // Whether `worker_id` acked PREPARED for the proposal, or ACTIVE for the
+  // committed epoch.
+  bool HasPrepared(const std::string& worker_id) const {
+    return prepared_.count(worker_id) > 0;
+  }
+  bool HasActive(const std::string& worker_id) const {
+    return active_acks_.count(worker_id) > 0;
+  }
   // Members sending state in the committed epoch's moves (not yet stable).
   const std::set<std::string>& committed_senders() const {
     return committed_senders_;

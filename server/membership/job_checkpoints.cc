@@ -20,6 +20,15 @@ absl::StatusOr<std::optional<CheckpointRecord>> JobCheckpoints::Add(
   return done;
 }
 
+void JobCheckpoints::AddFailure(const CheckpointReport& report,
+                                const EpochPlan& epoch) {
+  CheckpointEpoch shape{epoch.epoch, epoch.world, epoch.instances,
+                        spec_->layout.expert_parallel};
+  registry_.AddFailure(report.step, report.dir, report.file.rank, report.error,
+                       shape);
+  ++failures_;
+}
+
 absl::Status JobCheckpoints::WriteManifest(
     const CheckpointRecord& record) const {
   if (!write_manifest_) return absl::OkStatus();

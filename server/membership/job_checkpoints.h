@@ -37,6 +37,21 @@ class JobCheckpoints {
   // CheckpointRegistry::Add.
   absl::StatusOr<std::optional<CheckpointRecord>> Add(
       const CheckpointReport& report, const EpochPlan& epoch);
+  // Records a rank's failed write (report.error set) against `epoch`: the
+  // attempt stays incomplete and the failure is counted.
+  void AddFailure(const CheckpointReport& report, const EpochPlan& epoch);
+  // Takes the committed checkpoint in `dir` out of use (see
+  // CheckpointRegistry::MarkDamaged). False when none is in `dir`.
+  bool MarkDamaged(const std::string& dir, const std::string& reason) {
+    return registry_.MarkDamaged(dir, reason);
+  }
+  // Attempts without a usable manifest, oldest first.
+  std::vector<CheckpointAttempt> Incomplete() const {
+    return registry_.Incomplete();
+  }
+  // Failed rank writes reported since the coordinator started.
+  int64_t failures() const { return failures_; }
+
   // Writes `record`'s manifest.json (OK when no writer is set).
   absl::Status WriteManifest(const CheckpointRecord& record) const;
   // Makes `record` the newest committed checkpoint and counts it.
@@ -68,6 +83,7 @@ class JobCheckpoints {
   int64_t count_ = 0;
   int64_t last_step_ = -1;
   int64_t last_ms_ = 0;
+  int64_t failures_ = 0;
 };
 
 }  // namespace zshard::server

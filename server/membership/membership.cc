@@ -100,6 +100,8 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
                      c.dir, " (", c.files.size(), " files, world ", c.world,
                      ", instances ", c.instances, ")"));
   }
+  // A phase restored from the store gets a whole timeout from now.
+  m->phase_since_ms_ = clock->NowMs();
   m->ReconcileLocked();
   m->FlushLocked();
   return m;
@@ -363,6 +365,7 @@ void Membership::Tick() {
     change_reason_ = e.change;
     GoneLocked(*members_.Find(e.worker_id), MemberState::kDead, e.reason);
   }
+  CheckTransitionTimeoutsLocked();
   ReconcileLocked();
   ForgetGoneLocked();
   FlushLocked();

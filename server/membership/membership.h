@@ -111,6 +111,20 @@ struct MembershipStats {
   int64_t checkpoints = 0;
   int64_t last_checkpoint_step = -1;
   int64_t last_checkpoint_ms = 0;
+  // Failed rank writes reported (each leaves its checkpoint incomplete).
+  int64_t checkpoint_failures = 0;
+  // Transition phases given up for a timeout, and epochs whose preparation
+  // a member reported failed.
+  int64_t transition_timeouts = 0;
+  int64_t prepare_failures = 0;
+};
+
+// A member's report that it could not prepare the committed epoch.
+struct PrepareFailure {
+  std::string error;
+  // What failed: a checkpoint dir, a source member's id, or empty.
+  std::string source;
+  bool source_is_checkpoint = false;
 };
 
 // Thread-safe. Every public method takes the one internal lock (the parts
@@ -156,6 +170,18 @@ class Membership {
   // PLAN_PHASE_STABLE is published for it.
   absl::StatusOr<PlanPhase> AckActive(const std::string& worker_id,
                                       const std::string& token, int64_t epoch);
+
+  // FAILED ack for the committed `epoch`: the member could not prepare it
+  // (a move's source, a damaged or missing checkpoint file, ...) and keeps
+  // its state. Records event "prepare_failed" naming the member, the source
+  // and the reason; a failed checkpoint source is taken out of use (event
+  // "checkpoint_skipped") and the next proposal restores from the newest
+  // older intact one, or the job fails as "lost" without one. The epoch is
+  // broken either way and the coordinator proposes again. FailedPrecondition
+  // for an epoch that is not the committed, unstable one.
+  absl::StatusOr<PlanPhase> AckFailed(const std::string& worker_id,
+                                      const std::string& token, int64_t epoch,
+                                      const PrepareFailure& failure);
 
   // A peer suspects the member given by id (or, if empty, by rank in
   // `epoch`). The rule: the suspect is DEAD at once when it has been silent
@@ -222,6 +248,8 @@ class Membership {
   EpochPlan StablePlan();
   // Committed checkpoints, oldest first.
   std::vector<CheckpointRecord> Checkpoints();
+  // Checkpoint attempts without a usable manifest, oldest first.
+  std::vector<CheckpointAttempt> IncompleteCheckpoints();
   // The latest `limit` transitions (0: all kept), oldest first.
   std::vector<ReshardRecord> ReshardHistory(int limit);
   // Empty while the job can go on; why it failed otherwise.
@@ -273,6 +301,12 @@ class Membership {
   void FailJobLocked(const std::string& kind, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool CommittedBrokenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives up a transition phase that waited past the job's
+  // transition_timeout_ms (event "timeout" naming who did not answer).
+  void CheckTransitionTimeoutsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The committed, unstable epoch cannot become stable (a member could not
+  // prepare it, or its ACTIVE acks timed out): the next reconcile proposes.
+  void BreakCommittedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool NeedsReplanLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void PublishLocked(PlanPhase phase, const EpochPlan& plan)
@@ -311,6 +345,11 @@ class Membership {
   std::string last_unviable_ ABSL_GUARDED_BY(mu_);
   // A ranked member of the committed epoch is no longer healthy.
   bool committed_broken_ ABSL_GUARDED_BY(mu_) = false;
+  // The committed epoch that can never become stable (0: none).
+  int64_t failed_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // When the phase in flight began (the proposal was made, the epoch
+  // committed, or this process restored it), by clock_: its timeout's start.
+  int64_t phase_since_ms_ ABSL_GUARDED_BY(mu_) = 0;
   // What changed last (the reason a proposal gives).
   std::string change_reason_ ABSL_GUARDED_BY(mu_);
   // Order: mu_, then the log's own lock.

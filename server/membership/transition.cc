@@ -30,6 +30,9 @@ bool Membership::CommittedBrokenLocked() const {
   for (int r = 0; r < committed.world; ++r) {
     if (!members_.IsLiveId(committed.slots[r].worker_id)) return true;
   }
+  if (!transition_.committed_stable() && failed_epoch_ == committed.epoch) {
+    return true;
+  }
   // A sender that dies before the epoch is stable leaves its moves undone.
   if (!transition_.committed_stable()) {
     for (const std::string& id : transition_.committed_senders()) {
@@ -134,6 +137,7 @@ void Membership::ProposeLocked(int world) {
   }
   if (!PlanMovesLocked(p)) return;
   LogRefused(transition_.Propose(p));
+  phase_since_ms_ = clock_->NowMs();
   ++stats_.proposals;
   RecordEpochLocked(p, EpochStatus::kProposed, false, "in progress");
   SaveMetaLocked();
@@ -266,6 +270,7 @@ void Membership::CommitLocked() {
   auto rank_of = [&p](const std::string& id) { return RankIn(p, id); };
   for (const std::string& id : members_.Place(rank_of)) batch_.Dirty(id);
   p.committed_ms = clock_->NowMs();
+  phase_since_ms_ = p.committed_ms;
   LogRefused(transition_.Commit(p));
   checkpoints_.set_restore_next(false);
   ++stats_.commits;

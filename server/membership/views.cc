@@ -84,6 +84,11 @@ std::vector<CheckpointRecord> Membership::Checkpoints() {
   return checkpoints_.committed();
 }
 
+std::vector<CheckpointAttempt> Membership::IncompleteCheckpoints() {
+  absl::MutexLock lock(&mu_);
+  return checkpoints_.Incomplete();
+}
+
 std::vector<ReshardRecord> Membership::ReshardHistory(int limit) {
   absl::MutexLock lock(&mu_);
   return history_.Latest(limit);
@@ -101,6 +106,7 @@ MembershipStats Membership::Stats() {
   s.checkpoints = checkpoints_.count();
   s.last_checkpoint_step = checkpoints_.last_step();
   s.last_checkpoint_ms = checkpoints_.last_ms();
+  s.checkpoint_failures = checkpoints_.failures();
   for (const auto& [id, m] : members_.all()) ++s.members_by_state[m.state];
   return s;
 }

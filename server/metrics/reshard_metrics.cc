@@ -36,6 +36,16 @@ std::string RenderReshardMetrics(const MembershipStats& stats, int64_t now_ms) {
   AppendFamily(&out, "zshard_checkpoints_total", "counter",
                "Checkpoints whose manifest was committed.",
                absl::StrCat(stats.checkpoints));
+  AppendFamily(&out, "zshard_checkpoint_failures_total", "counter",
+               "Rank checkpoint writes reported failed (each leaves its "
+               "checkpoint incomplete).",
+               absl::StrCat(stats.checkpoint_failures));
+  AppendFamily(&out, "zshard_prepare_failures_total", "counter",
+               "Committed epochs a member reported it could not prepare.",
+               absl::StrCat(stats.prepare_failures));
+  AppendFamily(&out, "zshard_transition_timeouts_total", "counter",
+               "Transition phases given up after transition_timeout_ms.",
+               absl::StrCat(stats.transition_timeouts));
   AppendFamily(&out, "zshard_checkpoint_step", "gauge",
                "The training step the newest committed checkpoint holds.",
                checkpointed ? absl::StrCat(std::max<int64_t>(

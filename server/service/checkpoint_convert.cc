@@ -76,6 +76,7 @@ CheckpointReport FromProto(const v1::ReportCheckpointRequest& req) {
   r.adam_step = req.adam_step();
   r.dir = req.dir();
   r.file = FromProto(req.file());
+  r.error = req.error();
   return r;
 }
 

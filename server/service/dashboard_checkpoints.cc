@@ -20,6 +20,14 @@ grpc::Status DashboardServiceImpl::ListCheckpoints(
     c.files.clear();
     ToProto(c, resp->add_checkpoints());
   }
+  for (const CheckpointAttempt& a : membership_->IncompleteCheckpoints()) {
+    v1::CheckpointAttempt* out = resp->add_incomplete();
+    out->set_step(a.step);
+    out->set_dir(a.dir);
+    out->set_files_reported(a.files_reported);
+    out->set_files_expected(a.files_expected);
+    for (const std::string& f : a.failures) out->add_failures(f);
+  }
   return scope.Finish(grpc::Status::OK);
 }
 

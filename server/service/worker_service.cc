@@ -121,8 +121,18 @@ grpc::Status WorkerServiceImpl::AckTransition(
     case v1::ACK_PHASE_ACTIVE:
       r = membership_->AckActive(req->worker_id(), req->token(), req->epoch());
       break;
+    case v1::ACK_PHASE_FAILED: {
+      PrepareFailure failure;
+      failure.error = req->error().substr(0, 1024);
+      failure.source = req->failed_source().substr(0, 1024);
+      failure.source_is_checkpoint = req->source_is_checkpoint();
+      r = membership_->AckFailed(req->worker_id(), req->token(), req->epoch(),
+                                 failure);
+      break;
+    }
     default:
-      r = absl::InvalidArgumentError("phase must be PREPARED or ACTIVE");
+      r = absl::InvalidArgumentError(
+          "phase must be PREPARED, ACTIVE or FAILED");
   }
   if (!r.ok()) return scope.Finish(ToGrpcStatus(r.status()));
   resp->set_phase(ToProto(*r));

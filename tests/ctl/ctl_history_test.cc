@@ -48,6 +48,14 @@ class FakeDashboard final : public v1::DashboardService::Service {
       c->set_bytes(3 * 1000 * 1000 + step);
       resp->add_file_count(2);
     }
+    if (incomplete_) {
+      v1::CheckpointAttempt* a = resp->add_incomplete();
+      a->set_step(30);
+      a->set_dir("/ckpt/step-30");
+      a->set_files_reported(1);
+      a->set_files_expected(2);
+      a->add_failures("rank 1: cannot create directory: Permission denied");
+    }
     return grpc::Status::OK;
   }
 
@@ -100,6 +108,7 @@ class FakeDashboard final : public v1::DashboardService::Service {
   }
 
   std::atomic<bool> empty_{false};
+  std::atomic<bool> incomplete_{false};
   std::atomic<int> limit_{-1};
   std::atomic<int> polls_{0};
 };
@@ -224,6 +233,24 @@ TEST_F(CtlHistoryTest, CheckpointListJsonAndTable) {
   EXPECT_THAT(table.out, HasSubstr("3,000,020"));
   EXPECT_THAT(table.out, HasSubstr("/ckpt/step-20\n"));
   EXPECT_THAT(table.out, HasSubstr("2026-11-18T11:07:00.000Z"));
+
+  // An attempt without a manifest is listed after the committed ones,
+  // marked, with its reason.
+  dashboard_.incomplete_ = true;
+  CtlResult marked = Run({"checkpoint", "list"});
+  ASSERT_EQ(marked.exit, 0) << marked.err;
+  EXPECT_THAT(marked.out, HasSubstr("INCOMPLETE (failed)"));
+  EXPECT_THAT(marked.out, HasSubstr("1/2"));
+  EXPECT_THAT(marked.out, HasSubstr("rank 1: cannot create directory"));
+  nlohmann::json mj = nlohmann::json::parse(
+      Run({"checkpoint", "list", "--output", "json"}).out, nullptr, false);
+  ASSERT_EQ(mj.size(), 3u);
+  EXPECT_EQ(mj[1]["complete"], true);
+  EXPECT_EQ(mj[2]["complete"], false);
+  EXPECT_EQ(mj[2]["step"], 30);
+  EXPECT_EQ(mj[2]["failures"][0],
+            "rank 1: cannot create directory: Permission denied");
+  dashboard_.incomplete_ = false;
 
   dashboard_.empty_ = true;
   CtlResult none = Run({"checkpoint", "list"});

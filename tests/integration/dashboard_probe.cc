@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -90,12 +91,18 @@ absl::StatusOr<std::vector<v1::Reshard>> DashboardProbe::Reshards() {
 
 absl::StatusOr<std::vector<v1::CheckpointManifest>>
 DashboardProbe::Checkpoints() {
+  ZSHARD_ASSIGN_OR_RETURN(v1::ListCheckpointsResponse response,
+                          CheckpointList());
+  return std::vector<v1::CheckpointManifest>(response.checkpoints().begin(),
+                                             response.checkpoints().end());
+}
+
+absl::StatusOr<v1::ListCheckpointsResponse> DashboardProbe::CheckpointList() {
   v1::ListCheckpointsResponse response;
   grpc::Status s = stub()->ListCheckpoints(
       Context(timeout_ms_).get(), v1::ListCheckpointsRequest(), &response);
   if (!s.ok()) return Failed("ListCheckpoints", s);
-  return std::vector<v1::CheckpointManifest>(response.checkpoints().begin(),
-                                             response.checkpoints().end());
+  return response;
 }
 
 std::vector<v1::Event> EventsOfKind(const std::vector<v1::Event>& events,

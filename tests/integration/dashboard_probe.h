@@ -30,6 +30,8 @@ class DashboardProbe {
   absl::StatusOr<std::vector<v1::Event>> Events();
   absl::StatusOr<std::vector<v1::Reshard>> Reshards();
   absl::StatusOr<std::vector<v1::CheckpointManifest>> Checkpoints();
+  // The whole checkpoint list: committed manifests and incomplete attempts.
+  absl::StatusOr<v1::ListCheckpointsResponse> CheckpointList();
 
  private:
   v1::DashboardService::Stub* stub();

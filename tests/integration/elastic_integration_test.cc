@@ -20,53 +20,17 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/integration/elastic_cluster.h"
+#include "tests/integration/elastic_expect.h"
 #include "tests/testing/log_scan.h"
 #include "tests/testing/wait_for.h"
 
 namespace zshard::testing {
 namespace {
 
-constexpr int64_t kStartMs = 60000;
-constexpr int64_t kExitMs = 120000;
-
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// The name of the member holding `rank`, or "".
-std::string HolderOf(const v1::GetClusterStatusResponse& status, int rank) {
-  for (const v1::MemberStatus& m : RankedMembers(status)) {
-    if (m.rank() == rank) return m.name();
-  }
-  return "";
-}
-
-std::vector<std::string> Without(std::vector<std::string> names,
-                                 const std::string& name) {
-  names.erase(std::remove(names.begin(), names.end(), name), names.end());
-  return names;
-}
-
-// Asserts that `names` all exited 0.
-void ExpectExitedZero(ElasticRun& run, const std::vector<std::string>& names) {
-  std::map<std::string, int> codes = run.WaitForExits(names, kExitMs);
-  for (const std::string& name : names) {
-    EXPECT_EQ(codes[name], 0) << "worker " << name << "\n" << run.Diagnostics();
-  }
-}
-
-// Asserts the dump equals the reference of the run's own world history
-// (steps before it: `before`) and was written by ranks 0..world-1 exactly.
-void ExpectReferenceMasters(ElasticRun& run, int world,
-                            const std::vector<Topology>& before = {}) {
-  absl::StatusOr<DumpCheck> check = run.CheckMasters(before);
-  ASSERT_TRUE(check.ok()) << check.status() << "\n" << run.Diagnostics();
-  EXPECT_TRUE(check->ok()) << check->ToString();
-  std::vector<int> ranks;
-  for (int r = 0; r < world; ++r) ranks.push_back(r);
-  EXPECT_EQ(check->dumped_ranks, ranks) << check->ToString();
 }
 
 // The premise of every test below: with gradients reduced in fp32 the

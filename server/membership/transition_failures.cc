@@ -1,0 +1,137 @@
+// Membership: transitions that cannot complete. A member reports that it
+// could not prepare the committed epoch (FAILED ack), or a phase waits past
+// the job's transition_timeout_ms. Either way an event says who and why, a
+// damaged checkpoint is taken out of use, and the coordinator proposes again:
+// no transition waits forever.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status.h"
+#include "server/membership/membership.h"
+
+namespace zshard::server {
+namespace {
+
+// "a, b and 3 more" for the names of the members that did not answer.
+std::string NameList(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 8;
+  if (names.size() <= kShown) return absl::StrJoin(names, ", ");
+  std::vector<std::string> shown(names.begin(), names.begin() + kShown);
+  return absl::StrCat(absl::StrJoin(shown, ", "), " and ",
+                      names.size() - kShown, " more");
+}
+
+}  // namespace
+
+void Membership::BreakCommittedLocked() {
+  failed_epoch_ = transition_.committed().epoch;
+  committed_broken_ = true;
+}
+
+absl::StatusOr<PlanPhase> Membership::AckFailed(const std::string& worker_id,
+                                                const std::string& token,
+                                                int64_t epoch,
+                                                const PrepareFailure& failure) {
+  if (failure.error.empty()) {
+    return absl::InvalidArgumentError("a FAILED ack needs its error");
+  }
+  absl::MutexLock lock(&mu_);
+  ZSHARD_ASSIGN_OR_RETURN(Member * m, members_.Session(worker_id, token));
+  const EpochPlan& committed = transition_.committed();
+  if (epoch != committed.epoch || epoch == 0 ||
+      transition_.committed_stable()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("epoch ", epoch,
+                     " is not the committed epoch in "
+                     "transition (committed ",
+                     committed.epoch, ")"));
+  }
+  if (failed_epoch_ == epoch) return PlanPhase::kCommitted;  // already known
+  ++stats_.prepare_failures;
+  EventLocked(
+      "prepare_failed",
+      absl::StrCat("epoch ", epoch, ": member ", m->name, " could not prepare",
+                   failure.source.empty()
+                       ? std::string()
+                       : absl::StrCat(" (source ", failure.source, ")"),
+                   ": ", failure.error));
+  change_reason_ = absl::StrCat("member ", m->name, " could not prepare epoch ",
+                                epoch, ": ", failure.error);
+  if (failure.source_is_checkpoint && committed.restore.active()) {
+    const RestoreRef& bad = committed.restore;
+    checkpoints_.MarkDamaged(bad.dir, failure.error);
+    const CheckpointRecord* older = checkpoints_.Newest();
+    EventLocked(
+        "checkpoint_skipped",
+        absl::StrCat("checkpoint of step ", bad.step, " (", bad.dir,
+                     ") skipped: ", failure.error,
+                     older == nullptr ? std::string("; no older checkpoint")
+                                      : absl::StrCat("; restoring from step ",
+                                                     older->step, " instead")));
+    if (older == nullptr) {
+      FailJobLocked(
+          "lost",
+          absl::StrCat("the checkpoint of step ", bad.step,
+                       " is unusable and no older intact checkpoint exists: "
+                       "the job cannot go on"));
+    } else {
+      checkpoints_.set_restore_next(true);
+    }
+    SaveMetaLocked();
+  }
+  BreakCommittedLocked();
+  ReconcileLocked();
+  ForgetGoneLocked();
+  FlushLocked();
+  return PlanPhase::kCommitted;
+}
+
+void Membership::CheckTransitionTimeoutsLocked() {
+  const int64_t now = clock_->NowMs();
+  const int64_t bound = spec_.transition_timeout_ms;
+  if (const EpochPlan* p = transition_.proposal();
+      p != nullptr && now - phase_since_ms_ > bound) {
+    std::vector<std::string> silent;
+    for (int r = 0; r < p->world; ++r) {
+      if (!transition_.HasPrepared(p->slots[r].worker_id)) {
+        silent.push_back(p->slots[r].name);
+      }
+    }
+    const EpochPlan& stable = transition_.stable();
+    for (int r = 0; r < stable.world; ++r) {
+      const std::string& id = stable.slots[r].worker_id;
+      if (members_.IsLiveId(id) && !transition_.HasPrepared(id) &&
+          RankIn(*p, id) < 0) {
+        silent.push_back(stable.slots[r].name);
+      }
+    }
+    const std::string why = absl::StrCat("no PREPARED ack within ", bound,
+                                         " ms from ", NameList(silent));
+    ++stats_.transition_timeouts;
+    EventLocked("timeout", absl::StrCat("epoch ", p->epoch, ": ", why));
+    change_reason_ = why;
+    AbandonLocked(why);
+    return;
+  }
+  const EpochPlan& c = transition_.committed();
+  if (c.epoch > 0 && !transition_.committed_stable() &&
+      transition_.proposal() == nullptr && failed_epoch_ != c.epoch &&
+      now - phase_since_ms_ > bound) {
+    std::vector<std::string> silent;
+    for (int r = 0; r < c.world; ++r) {
+      if (!transition_.HasActive(c.slots[r].worker_id)) {
+        silent.push_back(c.slots[r].name);
+      }
+    }
+    const std::string why = absl::StrCat("no ACTIVE ack within ", bound,
+                                         " ms from ", NameList(silent));
+    ++stats_.transition_timeouts;
+    EventLocked("timeout", absl::StrCat("epoch ", c.epoch, ": ", why));
+    change_reason_ = why;
+    BreakCommittedLocked();
+  }
+}
+
+}  // namespace zshard::server

@@ -1,0 +1,41 @@
+// Shared assertions of the elastic integration tests.
+#include "tests/integration/elastic_expect.h"
+
+#include <algorithm>
+#include <map>
+
+#include "gtest/gtest.h"
+
+namespace zshard::testing {
+
+std::string HolderOf(const v1::GetClusterStatusResponse& status, int rank) {
+  for (const v1::MemberStatus& m : RankedMembers(status)) {
+    if (m.rank() == rank) return m.name();
+  }
+  return "";
+}
+
+std::vector<std::string> Without(std::vector<std::string> names,
+                                 const std::string& name) {
+  names.erase(std::remove(names.begin(), names.end(), name), names.end());
+  return names;
+}
+
+void ExpectExitedZero(ElasticRun& run, const std::vector<std::string>& names) {
+  std::map<std::string, int> codes = run.WaitForExits(names, kExitMs);
+  for (const std::string& name : names) {
+    EXPECT_EQ(codes[name], 0) << "worker " << name << "\n" << run.Diagnostics();
+  }
+}
+
+void ExpectReferenceMasters(ElasticRun& run, int world,
+                            const std::vector<Topology>& before) {
+  absl::StatusOr<DumpCheck> check = run.CheckMasters(before);
+  ASSERT_TRUE(check.ok()) << check.status() << "\n" << run.Diagnostics();
+  EXPECT_TRUE(check->ok()) << check->ToString();
+  std::vector<int> ranks;
+  for (int r = 0; r < world; ++r) ranks.push_back(r);
+  EXPECT_EQ(check->dumped_ranks, ranks) << check->ToString();
+}
+
+}  // namespace zshard::testing

@@ -1,0 +1,32 @@
+// Assertions and lookups shared by the tests that run an ElasticRun: who
+// holds a rank, clean exits, and the dumped masters against the reference
+// of the run's own world history.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tests/integration/elastic_cluster.h"
+
+namespace zshard::testing {
+
+// How long a test waits for a cluster to start, and for workers to exit.
+inline constexpr int64_t kStartMs = 60000;
+inline constexpr int64_t kExitMs = 120000;
+
+// The name of the member holding `rank`, or "".
+std::string HolderOf(const v1::GetClusterStatusResponse& status, int rank);
+
+// `names` without `name`.
+std::vector<std::string> Without(std::vector<std::string> names,
+                                 const std::string& name);
+
+// Asserts that `names` all exited 0 (waits up to kExitMs).
+void ExpectExitedZero(ElasticRun& run, const std::vector<std::string>& names);
+
+// Asserts the dump equals the reference of the run's own world history
+// (steps before it: `before`) and was written by ranks 0..world-1 exactly.
+void ExpectReferenceMasters(ElasticRun& run, int world,
+                            const std::vector<Topology>& before = {});
+
+}  // namespace zshard::testing
