@@ -139,8 +139,9 @@ class TrainRunner : public Runner {
   std::atomic<bool> transition_abort_{false};
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t adam_step_ ABSL_GUARDED_BY(mu_) = 0;
-  // The commit all-reduce of step_ + 1 failed after this rank contributed
-  // (and its result, when known): data of the state, not of the life cycle.
+  // Data of the state, not of the life cycle: whether the commit
+  // all-reduce of step_ + 1 failed after this rank contributed, and the
+  // last commit all-reduce's result (when known).
   bool commit_pending_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<double> commit_values_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
