@@ -2,9 +2,11 @@
 // of each value to Abseil and words every error itself.
 #include "common/flags.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
@@ -146,11 +148,21 @@ absl::Status CheckRange(const absl::CommandLineFlag& flag, int64_t value,
 }
 
 std::string FlagsHelp(const FlagList& flags) {
+  size_t width = 0;
+  for (const absl::CommandLineFlag* flag : flags) {
+    width = std::max(width, FlagName(*flag).size());
+  }
   std::string out;
   for (const absl::CommandLineFlag* flag : flags) {
-    absl::StrAppend(&out, "  ", FlagName(*flag), "  ", flag->Help());
+    const std::string name = FlagName(*flag);
+    const std::string help = flag->Help();
+    absl::StrAppend(&out, "  ", name, std::string(width - name.size(), ' '),
+                    "  ", help);
+    // A help text that speaks of its default (or of none) says it best.
     const std::string fallback = flag->DefaultValue();
-    if (!fallback.empty() && fallback != "false") {
+    if (!fallback.empty() && fallback != "false" &&
+        !absl::StrContains(help, "default") &&
+        !absl::StrContains(help, "required")) {
       absl::StrAppend(&out, " (default: ", fallback, ")");
     }
     out += "\n";

@@ -94,8 +94,9 @@ absl::Status CheckRange(const absl::Flag<T>& flag, int64_t min, int64_t max) {
                     min, max);
 }
 
-// One line per flag: "  --name  HELP (default: D)"; no default shown for
-// an empty string or a false bool.
+// One line per flag, names aligned: "  --name  HELP (default: D)"; no
+// default shown for an empty string, a false bool, or a help text that
+// speaks of "default" or "required" itself.
 std::string FlagsHelp(const FlagList& flags);
 
 // `text` cut to 80 characters with control characters shown as '?', for

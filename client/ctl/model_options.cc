@@ -17,7 +17,8 @@ ABSL_FLAG(std::string, preset, "", "a preset model, e.g. gpt2-small");
 ABSL_FLAG(int64_t, world, 0, "ranks in the job; required");
 ABSL_FLAG(int64_t, instances, 1, "model instances (data-parallel groups)");
 ABSL_FLAG(int64_t, bucket_size, 0, "elements per bucket (default: planner's)");
-ABSL_FLAG(int64_t, max_world, 0, "largest world the layout must allow");
+ABSL_FLAG(int64_t, max_world, 0,
+          "largest world the layout must allow (default: the planner's)");
 ABSL_FLAG(int64_t, expert_parallel, 1, "expert-parallel degree");
 ABSL_FLAG(bool, grad_reduce_in_fp32, false, "reduce gradients in fp32");
 ABSL_FLAG(bool, pad_for_high_nccl_busbw, false,

@@ -21,7 +21,8 @@
 ABSL_FLAG(std::string, param, "", "the param whose owners are shown");
 ABSL_FLAG(int64_t, begin, 0, "first element of --param");
 ABSL_FLAG(int64_t, end, 0, "end of --param's elements (default: all)");
-ABSL_FLAG(int64_t, bucket, -1, "the bucket whose owners are shown");
+ABSL_FLAG(int64_t, bucket, -1,
+          "the bucket whose owners are shown (default: none)");
 ABSL_FLAG(int64_t, buffer, 0, "the buffer of --bucket");
 
 namespace zshard::ctl {

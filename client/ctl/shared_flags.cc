@@ -13,7 +13,7 @@ ABSL_FLAG(std::string, token_file, "",
           "file holding the admin token (default $ZSHARD_ADMIN_TOKEN_FILE)");
 ABSL_FLAG(std::string, output, "table", "table or json");
 ABSL_FLAG(int64_t, timeout_ms, 5000, "deadline of each call, milliseconds");
-ABSL_FLAG(int64_t, rank, -1, "only this rank");
+ABSL_FLAG(int64_t, rank, -1, "only this rank (default: every rank)");
 
 namespace zshard::ctl {
 

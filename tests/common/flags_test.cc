@@ -108,6 +108,8 @@ TEST(FlagsTest, RangeAndHelpText) {
             std::string::npos)
       << help;
   EXPECT_NE(help.find("  --test-quiet  say less\n"), std::string::npos);
+  // Names are aligned; a help text naming its default is left alone.
+  EXPECT_NE(help.find("  --test-name   a name\n"), std::string::npos) << help;
 }
 
 }  // namespace
