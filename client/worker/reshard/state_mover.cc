@@ -268,7 +268,13 @@ absl::Status StateMover::RunMoves(MoveStats& stats) {
                 : absl::StrCat(input_.checkpoint_dir, "/", file);
         absl::StatusOr<checkpoint::RankFileReader> reader =
             checkpoint::RankFileReader::Open(path);
-        if (!reader.ok()) return WithContext(reader.status(), what);
+        // Missing, unreadable or damaged: the checkpoint cannot serve
+        // this epoch (DataLoss, which the coordinator answers with an older
+        // checkpoint).
+        if (!reader.ok()) {
+          return WithContext(absl::DataLossError(reader.status().message()),
+                             what);
+        }
         it = readers.emplace(file, std::move(*reader)).first;
       }
       absl::Status s = ReadRange(it->second, m, *new_state, mine[i].to);

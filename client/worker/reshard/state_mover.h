@@ -91,10 +91,11 @@ class StateMover {
   // owned windows that old_state also owns is copied locally first; then
   // every owned element of new_state must have been kept, received or read
   // (Internal otherwise, naming the first missing range). Errors: DataLoss
-  // for a checksum mismatch or a bad checkpoint file (naming the range),
-  // the communicator's status (Aborted, DeadlineExceeded, Unavailable) for
-  // a peer that fails, InvalidArgument for a move that names a param or
-  // range this worker's buffers do not hold.
+  // for a checksum mismatch or a missing, unreadable or damaged checkpoint
+  // file (naming the range), the communicator's status (Aborted,
+  // DeadlineExceeded, Unavailable) for a peer that fails, InvalidArgument
+  // for a move that names a param or range this worker's buffers do not
+  // hold.
   absl::StatusOr<MoveStats> Run();
 
   // Makes a Run in progress (and any later one) fail promptly with

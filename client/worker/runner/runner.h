@@ -65,6 +65,24 @@ struct PreparedState {
   std::vector<double> commit_values;
 };
 
+// A failure the runner survives but the coordinator must hear of: a rank
+// file that could not be written, or a committed epoch that could not be
+// prepared (the runner keeps its state and waits for the next proposal).
+struct RunnerFailure {
+  enum class Kind { kCheckpointWrite, kPreparation };
+  Kind kind = Kind::kPreparation;
+  int64_t epoch = 0;
+  // kCheckpointWrite: the step, its checkpoint dir and this worker's rank.
+  int64_t step = 0;
+  std::string dir;
+  int rank = -1;
+  // Why, in one line.
+  std::string error;
+  // kPreparation: what failed when known (a checkpoint dir), else empty.
+  std::string source;
+  bool source_is_checkpoint = false;
+};
+
 // Whether a committed epoch is ready at once (ack ACTIVE now) or later,
 // when the runner calls the ready callback.
 enum class EpochStart { kReady, kPending };
@@ -82,6 +100,10 @@ class Runner {
       int64_t epoch, int64_t step, int64_t adam_step, const std::string& dir,
       const checkpoint::RankFileInfo& file)>;
 
+  // Called (from the runner's thread, no lock held) for each failure the
+  // coordinator must hear of; must not block long.
+  using FailureReporter = std::function<void(const RunnerFailure& failure)>;
+
   virtual ~Runner() = default;
 
   // Installs the ready callback; call before the first epoch. Default:
@@ -91,6 +113,9 @@ class Runner {
   virtual void SetCheckpointReporter(CheckpointReporter report) {
     (void)report;
   }
+  // Installs the failure reporter. Default: ignored (runners that cannot
+  // fail this way).
+  virtual void SetFailureReporter(FailureReporter report) { (void)report; }
 
   // Epoch `epoch` was proposed with base (stable) epoch `base_epoch`;
   // called after Pause. Default: nothing.

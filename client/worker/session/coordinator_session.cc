@@ -192,6 +192,8 @@ absl::Status CoordinatorSession::Join() {
                    const checkpoint::RankFileInfo& file) {
               return ReportCheckpoint(epoch, step, adam_step, dir, file);
             });
+        runner_->SetFailureReporter(
+            [this](const RunnerFailure& failure) { ReportFailure(failure); });
       }
       // A runner kept from an earlier incarnation was paused above,
       // outside mu_ (its thread may need mu_ for credentials).

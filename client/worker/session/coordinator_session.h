@@ -124,6 +124,10 @@ class CoordinatorSession {
   absl::Status ReportCheckpoint(int64_t epoch, int64_t step, int64_t adam_step,
                                 const std::string& dir,
                                 const checkpoint::RankFileInfo& file);
+  // The runner's failure reporter: a FAILED transition ack, or a failed
+  // checkpoint report. Logged, never retried (the coordinator's timeouts
+  // cover a report that is lost).
+  void ReportFailure(const RunnerFailure& failure);
   // Calls Leave; returns the coordinator's handover answer (false when the
   // call failed).
   bool Leave(const std::string& reason);

@@ -1,6 +1,6 @@
 // CoordinatorSession: the unary calls a session makes besides join and
-// heartbeat (transition acks, checkpoint reports, leave) and the hand-over
-// of a leaving worker's state.
+// heartbeat (transition acks, checkpoint reports, failure reports, leave)
+// and the hand-over of a leaving worker's state.
 
 #include <string>
 #include <utility>
@@ -83,6 +83,41 @@ absl::Status CoordinatorSession::ReportCheckpoint(
                     {{"step", absl::StrCat(step)}, {"dir", dir}});
   }
   return absl::OkStatus();
+}
+
+void CoordinatorSession::ReportFailure(const RunnerFailure& failure) {
+  const auto [worker_id, token] = Credentials();
+  grpc::Status status;
+  auto context = MakeContext();
+  if (failure.kind == RunnerFailure::Kind::kCheckpointWrite) {
+    v1::ReportCheckpointRequest request;
+    request.set_worker_id(worker_id);
+    request.set_token(token);
+    request.set_epoch(failure.epoch);
+    request.set_step(failure.step);
+    request.set_dir(failure.dir);
+    request.mutable_file()->set_rank(failure.rank);
+    request.set_error(failure.error);
+    v1::ReportCheckpointResponse response;
+    status = stub_->ReportCheckpoint(context.get(), request, &response);
+  } else {
+    v1::AckTransitionRequest request;
+    request.set_worker_id(worker_id);
+    request.set_token(token);
+    request.set_epoch(failure.epoch);
+    request.set_phase(v1::ACK_PHASE_FAILED);
+    request.set_error(failure.error);
+    request.set_failed_source(failure.source);
+    request.set_source_is_checkpoint(failure.source_is_checkpoint);
+    v1::AckTransitionResponse response;
+    status = stub_->AckTransition(context.get(), request, &response);
+  }
+  if (!status.ok()) {
+    ZSHARD_LOG_WARN("failure report not delivered",
+                    {{"epoch", absl::StrCat(failure.epoch)},
+                     {"failure", failure.error},
+                     {"error", status.error_message()}});
+  }
 }
 
 bool CoordinatorSession::Leave(const std::string& reason) {

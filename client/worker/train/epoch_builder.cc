@@ -29,6 +29,20 @@ bool IsRecoverable(const absl::Status& status) {
   }
 }
 
+RunnerFailure PreparationFailure(const EpochInfo& epoch,
+                                 const absl::Status& status) {
+  RunnerFailure f;
+  f.kind = RunnerFailure::Kind::kPreparation;
+  f.epoch = epoch.epoch;
+  f.rank = epoch.rank;
+  f.error = std::string(status.message());
+  if (epoch.restore && status.code() == absl::StatusCode::kDataLoss) {
+    f.source = epoch.restore_dir;
+    f.source_is_checkpoint = true;
+  }
+  return f;
+}
+
 absl::StatusOr<plan::Plan> CheckedPlan(const job::JobSpec& job, int world,
                                        int64_t epoch,
                                        const std::string& plan_hash) {

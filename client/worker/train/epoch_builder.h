@@ -46,6 +46,13 @@ using StoreFactory =
 // config, a broken invariant).
 bool IsRecoverable(const absl::Status& status);
 
+// What to tell the coordinator when preparing `epoch` failed with
+// `status`: in a restore epoch every range comes from the checkpoint, so
+// DataLoss (a damaged, missing or unreadable rank file: see StateMover)
+// names the checkpoint as the failed source.
+RunnerFailure PreparationFailure(const EpochInfo& epoch,
+                                 const absl::Status& status);
+
 // The plan of `world` for `job`, checked against the coordinator's hash
 // (FailedPrecondition "plan hash mismatch ..." otherwise).
 absl::StatusOr<plan::Plan> CheckedPlan(const job::JobSpec& job, int world,

@@ -19,7 +19,8 @@ bool IsCheckpointStep(const job::CheckpointSpec& spec, int instance,
 absl::Status WriteStepCheckpoint(const job::CheckpointSpec& spec,
                                  const EpochInfo& epoch,
                                  const engine::StepEngine& engine,
-                                 const Runner::CheckpointReporter& report) {
+                                 const Runner::CheckpointReporter& report,
+                                 const Runner::FailureReporter& failed) {
   const int64_t step = engine.step();
   const std::string dir = checkpoint::StepDir(spec.dir, step);
   absl::StatusOr<checkpoint::RankFileInfo> file = checkpoint::WriteRankFile(
@@ -29,6 +30,16 @@ absl::Status WriteStepCheckpoint(const job::CheckpointSpec& spec,
                     {{"step", absl::StrCat(step)},
                      {"dir", dir},
                      {"error", std::string(file.status().message())}});
+    if (failed) {
+      RunnerFailure f;
+      f.kind = RunnerFailure::Kind::kCheckpointWrite;
+      f.epoch = epoch.epoch;
+      f.step = step;
+      f.dir = dir;
+      f.rank = epoch.rank;
+      f.error = std::string(file.status().message());
+      failed(f);
+    }
     return file.status();
   }
   ZSHARD_LOG_INFO("checkpoint written", {{"step", absl::StrCat(step)},

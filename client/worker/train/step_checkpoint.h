@@ -2,8 +2,8 @@
 // checkpoint.every_steps steps, a rank of instance 0 writes its owned
 // master, m and v in param space into the step's directory and reports the
 // file to the coordinator, which commits the manifest once every rank's
-// file is in. Failures are logged, never fatal: training goes on and the
-// previous checkpoint stays the newest complete one.
+// file is in. Failures are logged and reported, never fatal: training goes
+// on and the previous checkpoint stays the newest complete one.
 #pragma once
 
 #include <cstdint>
@@ -19,12 +19,13 @@ bool IsCheckpointStep(const job::CheckpointSpec& spec, int instance,
                       int64_t step);
 
 // Writes `engine`'s state as rank `epoch.rank`'s file of step
-// engine.step() and reports it through `report` (which may be empty:
-// nothing is reported). Returns the write's or report's error, already
-// logged.
+// engine.step() and reports it through `report`, or a failed write through
+// `failed` (either may be empty: nothing is reported). Returns the write's
+// or report's error, already logged.
 absl::Status WriteStepCheckpoint(const job::CheckpointSpec& spec,
                                  const EpochInfo& epoch,
                                  const engine::StepEngine& engine,
-                                 const Runner::CheckpointReporter& report);
+                                 const Runner::CheckpointReporter& report,
+                                 const Runner::FailureReporter& failed);
 
 }  // namespace zshard::worker

@@ -86,6 +86,11 @@ void TrainRunner::SetCheckpointReporter(CheckpointReporter report) {
   report_checkpoint_ = std::move(report);
 }
 
+void TrainRunner::SetFailureReporter(FailureReporter report) {
+  absl::MutexLock lock(&mu_);
+  report_failure_ = std::move(report);
+}
+
 bool TrainRunner::CanStepLocked() const {
   return ActiveLocked() && failure_.ok() && base_ != nullptr &&
          base_->engine != nullptr && !base_->broken && next_ == nullptr &&

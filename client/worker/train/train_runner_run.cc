@@ -68,9 +68,16 @@ int64_t TrainRunner::RunTransition(const EpochInfo& epoch) {
   }
   if (held.ok()) return 0;
   bool cancelled = false;
+  FailureReporter report;
   {
     absl::MutexLock lock(&mu_);
     cancelled = CancelledLocked();
+    report = report_failure_;
+  }
+  if (!cancelled && report) {
+    // The coordinator decides what comes next (another source, an older
+    // checkpoint, the job's end); a worker log alone would be silence.
+    report(PreparationFailure(epoch, held.status()));
   }
   if (cancelled || IsRecoverable(held.status())) {
     ZSHARD_LOG_WARN("epoch preparation failed, waiting for a new epoch",
@@ -135,12 +142,15 @@ void TrainRunner::AfterStep(HeldEngine* held, const engine::StepTelemetry& t) {
   }
   if (IsCheckpointStep(job_.checkpoint, held->epoch.instance, step)) {
     CheckpointReporter report;
+    FailureReporter failed;
     {
       absl::MutexLock lock(&mu_);
       report = report_checkpoint_;
+      failed = report_failure_;
     }
-    // Logged inside; a failed checkpoint never stops training.
-    (void)WriteStepCheckpoint(job_.checkpoint, held->epoch, engine, report);
+    // Logged and reported inside; a failed checkpoint never stops training.
+    (void)WriteStepCheckpoint(job_.checkpoint, held->epoch, engine, report,
+                              failed);
   }
   if (!last) return;
   LogEngineMemory("memory", step, t.memory);

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/worker/checkpoint/checkpoint_file.h"
 #include "client/worker/engine/master_dump.h"
+#include "client/worker/train/epoch_builder.h"
 #include "gtest/gtest.h"
 #include "tests/testing/wait_for.h"
 
@@ -67,6 +68,31 @@ EpochInfo OneRankEpoch(const job::JobSpec& job, int64_t epoch,
   return info;
 }
 
+// Epoch 1 of one rank, every range read from `file` in checkpoint `dir`
+// of step `step`.
+EpochInfo RestoreEpoch(const job::JobSpec& job, const std::string& dir,
+                       const checkpoint::RankFileInfo& file, int64_t step) {
+  EpochInfo restore = OneRankEpoch(job, 1, 0);
+  restore.restore = true;
+  restore.restore_dir = dir;
+  restore.resume_step = step;
+  restore.resume_adam_step = step;
+  restore.checkpoint_files = {file.path};
+  for (const plan::CheckpointFragment& range : file.ranges) {
+    plan::Move move;
+    move.source = plan::MoveSource::kCheckpoint;
+    move.fragment = 0;
+    move.dest_rank = 0;
+    move.dest_member = "w0";
+    move.param_index = range.param_index;
+    move.expert_rank = range.expert_rank;
+    move.begin = range.begin;
+    move.end = range.end;
+    restore.moves.push_back(move);
+  }
+  return restore;
+}
+
 std::string FreshDir(const std::string& name) {
   const std::string dir = ::testing::TempDir() + "/train_runner_" + name;
   std::filesystem::remove_all(dir);
@@ -97,6 +123,10 @@ class TrainRunnerTest : public ::testing::Test {
           checkpoints_[step] = {dir, file};
           return absl::OkStatus();
         });
+    workload->SetFailureReporter([this](const RunnerFailure& failure) {
+      absl::MutexLock lock(&mu_);
+      failures_.push_back(failure);
+    });
     return workload;
   }
   bool Ready(int64_t epoch) {
@@ -139,6 +169,7 @@ class TrainRunnerTest : public ::testing::Test {
   std::vector<int64_t> ready_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, std::pair<std::string, checkpoint::RankFileInfo>>
       checkpoints_ ABSL_GUARDED_BY(mu_);
+  std::vector<RunnerFailure> failures_ ABSL_GUARDED_BY(mu_);
 };
 
 TEST_F(TrainRunnerTest, StepsOnceStableToTheEndAndDumpsMasters) {
@@ -267,25 +298,7 @@ TEST_F(TrainRunnerTest, CheckpointsAreWrittenReportedAndRestorable) {
   options.dump_master_dir = FreshDir("restored");
   options.engine.adam_threads = 1;
   auto workload = Make(job, options);
-  EpochInfo restore = OneRankEpoch(job, 1, 0);
-  restore.restore = true;
-  restore.restore_dir = at6.first;
-  restore.resume_step = 6;
-  restore.resume_adam_step = 6;
-  restore.checkpoint_files = {at6.second.path};
-  for (const plan::CheckpointFragment& range : at6.second.ranges) {
-    plan::Move move;
-    move.source = plan::MoveSource::kCheckpoint;
-    move.fragment = 0;
-    move.dest_rank = 0;
-    move.dest_member = "w0";
-    move.param_index = range.param_index;
-    move.expert_rank = range.expert_rank;
-    move.begin = range.begin;
-    move.end = range.end;
-    restore.moves.push_back(move);
-  }
-  Start(*workload, restore);
+  Start(*workload, RestoreEpoch(job, at6.first, at6.second, 6));
   ASSERT_TRUE(WaitFor([&] { return workload->done(); }, kTimeoutMs, 1))
       << workload->failure();
   // The restored run resumed after step 6.
@@ -295,6 +308,49 @@ TEST_F(TrainRunnerTest, CheckpointsAreWrittenReportedAndRestorable) {
   EXPECT_EQ(all.back(), (std::pair<int64_t, int64_t>{1, 8}));
   EXPECT_EQ(workload->step(), 8);
   ExpectSameMasters(job, reference, options.dump_master_dir);
+
+  // The same restore with the rank file gone: the runner reports the
+  // checkpoint as the failed source, keeps no half state and does not fail
+  // (the coordinator picks an older checkpoint).
+  std::filesystem::remove(at6.first + "/" + at6.second.path);
+  auto broken = Make(job, options);
+  ASSERT_EQ(
+      broken->OnEpochCommitted(RestoreEpoch(job, at6.first, at6.second, 6)),
+      EpochStart::kPending);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::MutexLock lock(&mu_);
+        return !failures_.empty();
+      },
+      kTimeoutMs, 1));
+  {
+    absl::MutexLock lock(&mu_);
+    const RunnerFailure& f = failures_.front();
+    EXPECT_EQ(f.kind, RunnerFailure::Kind::kPreparation);
+    EXPECT_EQ(f.epoch, 1);
+    EXPECT_TRUE(f.source_is_checkpoint);
+    EXPECT_EQ(f.source, at6.first);
+    EXPECT_TRUE(absl::StrContains(f.error, at6.second.path)) << f.error;
+  }
+  EXPECT_TRUE(broken->failure().ok()) << broken->failure();
+}
+
+TEST(PreparationFailureTest, OnlyARestoresDataLossNamesTheCheckpoint) {
+  EpochInfo epoch;
+  epoch.epoch = 4;
+  epoch.restore = true;
+  epoch.restore_dir = "/ckpt/step-20";
+  RunnerFailure f =
+      PreparationFailure(epoch, absl::DataLossError("checksum mismatch"));
+  EXPECT_TRUE(f.source_is_checkpoint);
+  EXPECT_EQ(f.source, "/ckpt/step-20");
+  EXPECT_EQ(f.error, "checksum mismatch");
+  f = PreparationFailure(epoch, absl::UnavailableError("peer lost"));
+  EXPECT_FALSE(f.source_is_checkpoint);
+  EXPECT_TRUE(f.source.empty());
+  epoch.restore = false;
+  f = PreparationFailure(epoch, absl::DataLossError("chunk checksum"));
+  EXPECT_FALSE(f.source_is_checkpoint);
 }
 
 }  // namespace
