@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/plan/assignment.h"
 #include "common/plan/moves.h"
 
 namespace zshard::server {
@@ -46,15 +47,8 @@ struct Member {
 };
 
 // One member's place in an epoch; rank/instance/shard_rank -1 for spares.
-struct Slot {
-  std::string worker_id;
-  std::string name;
-  std::string address;
-  int rank = -1;
-  int instance = -1;
-  int shard_rank = -1;
-  std::map<std::string, std::string> labels;
-};
+// The planner's type, the same one the worker converts updates into.
+using Slot = plan::Assignment;
 
 // A move set's totals (see zshard.v1.MoveSummary).
 struct MoveSummary {

@@ -6,36 +6,16 @@
 #include "gtest/gtest.h"
 #include "server/membership/membership.h"
 #include "tests/server/membership_harness.h"
+#include "tests/server/test_reports.h"
 
 namespace zshard::server {
 namespace {
 
+using testing::HalfFile;
 using testing::Harness;
 using ::testing::HasSubstr;
+using testing::Report;
 using testing::Session;
-
-// Files that split every param of the test model ("a": 1000 elements,
-// "b": 2100) in halves between ranks 0 and 1.
-CheckpointFileInfo HalfFile(int rank) {
-  CheckpointFileInfo f;
-  f.path = "rank-0000" + std::to_string(rank) + ".zsc";
-  f.rank = rank;
-  f.bytes = 1000;
-  f.checksum = "00ff";
-  f.ranges = {{0, 0, rank * 500, (rank + 1) * 500},
-              {1, 0, rank * 1050, (rank + 1) * 1050}};
-  return f;
-}
-
-CheckpointReport Report(int64_t epoch, int64_t step, CheckpointFileInfo f) {
-  CheckpointReport r;
-  r.epoch = epoch;
-  r.step = step;
-  r.adam_step = step - 1;
-  r.dir = "/ckpt/step-" + std::to_string(step);
-  r.file = std::move(f);
-  return r;
-}
 
 TEST(CheckpointRegistryTest, CommitsOnlyWhenEveryFileIsIn) {
   Harness h(testing::TestJob(1, 2, 4));

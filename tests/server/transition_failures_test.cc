@@ -9,36 +9,16 @@
 #include "gtest/gtest.h"
 #include "server/membership/membership.h"
 #include "tests/server/membership_harness.h"
+#include "tests/server/test_reports.h"
 
 namespace zshard::server {
 namespace {
 
+using testing::HalfFile;
 using testing::Harness;
 using ::testing::HasSubstr;
+using testing::Report;
 using testing::Session;
-
-// A file of rank `rank` that splits every param of the test model ("a":
-// 1000 elements, "b": 2100) in halves between ranks 0 and 1.
-CheckpointFileInfo HalfFile(int rank) {
-  CheckpointFileInfo f;
-  f.path = "rank-0000" + std::to_string(rank) + ".zsc";
-  f.rank = rank;
-  f.bytes = 1000;
-  f.checksum = "00ff";
-  f.ranges = {{0, 0, rank * 500, (rank + 1) * 500},
-              {1, 0, rank * 1050, (rank + 1) * 1050}};
-  return f;
-}
-
-CheckpointReport Report(int64_t epoch, int64_t step, int rank) {
-  CheckpointReport r;
-  r.epoch = epoch;
-  r.step = step;
-  r.adam_step = step;
-  r.dir = "/ckpt/step-" + std::to_string(step);
-  r.file = HalfFile(rank);
-  return r;
-}
 
 std::vector<Event> EventsOf(Membership& m, const std::string& kind) {
   std::vector<Event> out;
@@ -78,9 +58,10 @@ class RollbackTest : public ::testing::Test {
     for (int64_t step : {10, 20}) {
       for (int r = 0; r < 2; ++r) {
         Session s = h_.SessionOf(p.slots[r].worker_id);
-        ASSERT_TRUE(
-            h_.m_->ReportCheckpoint(s.id, s.token, Report(p.epoch, step, r))
-                .ok());
+        ASSERT_TRUE(h_.m_
+                        ->ReportCheckpoint(s.id, s.token,
+                                           Report(p.epoch, step, HalfFile(r)))
+                        .ok());
       }
     }
     h_.Updates();
@@ -258,8 +239,9 @@ TEST(TransitionFailuresTest, FailedCheckpointWriteIsAnEventAndIncomplete) {
   Session s0 = h.SessionOf(p.slots[0].worker_id);
   Session s1 = h.SessionOf(p.slots[1].worker_id);
   ASSERT_TRUE(
-      h.m_->ReportCheckpoint(s0.id, s0.token, Report(p.epoch, 10, 0)).ok());
-  CheckpointReport failed = Report(p.epoch, 10, 1);
+      h.m_->ReportCheckpoint(s0.id, s0.token, Report(p.epoch, 10, HalfFile(0)))
+          .ok());
+  CheckpointReport failed = Report(p.epoch, 10, HalfFile(1));
   failed.file = CheckpointFileInfo();
   failed.file.rank = 1;
   failed.error = "cannot create directory '/ckpt/step-10': Read-only";
@@ -282,8 +264,9 @@ TEST(TransitionFailuresTest, FailedCheckpointWriteIsAnEventAndIncomplete) {
   // A later complete checkpoint commits; the failed attempt stays listed.
   for (const Session& s : {s0, s1}) {
     const int rank = s.id == s0.id ? 0 : 1;
-    ASSERT_TRUE(
-        h.m_->ReportCheckpoint(s.id, s.token, Report(p.epoch, 20, rank)).ok());
+    ASSERT_TRUE(h.m_->ReportCheckpoint(s.id, s.token,
+                                       Report(p.epoch, 20, HalfFile(rank)))
+                    .ok());
   }
   ASSERT_EQ(h.m_->Checkpoints().size(), 1u);
   attempts = h.m_->IncompleteCheckpoints();
