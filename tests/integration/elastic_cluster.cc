@@ -69,8 +69,11 @@ absl::Status ElasticRun::Start(const std::vector<std::string>& extra_flags) {
   return cluster_.StartCoordinator(test_job, extra_flags);
 }
 
-absl::Status ElasticRun::StartWorker(const std::string& name) {
-  auto worker = cluster_.StartWorker(name, {"--dump-master", dump_dir()});
+absl::Status ElasticRun::StartWorker(const std::string& name,
+                                     const std::vector<std::string>& extra) {
+  std::vector<std::string> flags = {"--dump-master", dump_dir()};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  auto worker = cluster_.StartWorker(name, flags);
   if (!worker.ok()) return worker.status();
   if (std::find(started_.begin(), started_.end(), name) == started_.end()) {
     started_.push_back(name);

@@ -58,8 +58,9 @@ class ElasticRun {
 
   // Starts the coordinator with `extra_flags` (e.g. --restore DIR).
   absl::Status Start(const std::vector<std::string>& extra_flags = {});
-  // Starts worker `name` with --dump-master dump_dir().
-  absl::Status StartWorker(const std::string& name);
+  // Starts worker `name` with --dump-master dump_dir() and `extra` flags.
+  absl::Status StartWorker(const std::string& name,
+                           const std::vector<std::string>& extra = {});
   absl::Status StartWorkers(const std::vector<std::string>& names);
 
   // Waits until the cluster is stable with `world` ranks, every rank at

@@ -1,9 +1,10 @@
 // Failures that used to end in silence, with real processes on 127.0.0.1:
 // a rollback whose newest checkpoint is damaged (a flipped byte) or missing
 // a rank file falls back to the previous one with an event and still ends
-// with the reference masters of its own history; checkpoint writes that
-// fail while training goes on are events, a metric and incomplete attempts
-// in the checkpoint list.
+// with the reference masters of its own history; a preparation that fails
+// for another reason gets a new proposal; checkpoint writes that fail while
+// training goes on are events, a metric and incomplete attempts in the
+// checkpoint list.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -133,6 +134,38 @@ TEST(FailurePathsTest, DamagedNewestCheckpointFallsBackToThePreviousOne) {
 
 TEST(FailurePathsTest, MissingRankFileFallsBackToThePreviousCheckpoint) {
   RollBackPastDamagedCheckpoints(/*remove=*/true);
+}
+
+// A worker whose preparation of the first epoch fails for a reason of its
+// own (an injected fault, --fault-prepare-failures 1): an event names the
+// member and the reason, the coordinator proposes again at once (well
+// within the transition timeout), and the job trains to the reference.
+TEST(FailurePathsTest, FailedPreparationIsAnEventAndGetsANewProposal) {
+  ElasticJob job;
+  job.instances = 1;
+  job.min_world = 2;
+  job.max_world = 2;
+  job.steps = 20;
+  ElasticRun run(job);
+  ASSERT_TRUE(run.Start().ok());
+  ASSERT_TRUE(run.StartWorker("w0").ok());
+  ASSERT_TRUE(run.StartWorker("w1", {"--fault-prepare-failures", "1"}).ok());
+  auto failed = run.WaitForEvent("prepare_failed", 0, kStartMs);
+  ASSERT_TRUE(failed.ok()) << failed.status() << "\n" << run.Diagnostics();
+  EXPECT_NE(failed->reason().find("member w1 could not prepare"),
+            std::string::npos)
+      << failed->reason();
+  EXPECT_NE(failed->reason().find("injected preparation fault"),
+            std::string::npos)
+      << failed->reason();
+  ExpectExitedZero(run, {"w0", "w1"});
+  const std::vector<v1::Event> events = run.Events();
+  std::vector<v1::Event> stable = EventsOfKind(events, "stable", failed->seq());
+  ASSERT_FALSE(stable.empty()) << DescribeEvents(events);
+  EXPECT_GT(stable[0].epoch(), failed->epoch()) << DescribeEvents(events);
+  EXPECT_TRUE(EventsOfKind(events, "timeout", 0).empty())
+      << DescribeEvents(events);
+  ExpectReferenceMasters(run, 2);
 }
 
 // GET /metrics from 127.0.0.1:`port`: the body, or "" on any error.

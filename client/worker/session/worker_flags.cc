@@ -32,18 +32,21 @@ ABSL_FLAG(std::string, comm_host, "",
           "else the host of --address, else 127.0.0.1)");
 ABSL_FLAG(std::string, comm_transport, "auto",
           "host collectives' transport: auto, tcp or shm");
+ABSL_FLAG(int, fault_prepare_failures, 0,
+          "fault injection for tests: the first N epoch preparations fail "
+          "and are reported as failures are");
 
 namespace zshard::worker {
 namespace {
 
 FlagList WorkerFlagList() {
-  return {FlagOf(FLAGS_coordinator),   FlagOf(FLAGS_name),
-          FlagOf(FLAGS_device),        FlagOf(FLAGS_labels),
-          FlagOf(FLAGS_address),       FlagOf(FLAGS_tls_ca),
-          FlagOf(FLAGS_tls_cert),      FlagOf(FLAGS_tls_key),
-          FlagOf(FLAGS_log_format),    FlagOf(FLAGS_metrics_listen),
-          FlagOf(FLAGS_dump_master),   FlagOf(FLAGS_comm_host),
-          FlagOf(FLAGS_comm_transport)};
+  return {FlagOf(FLAGS_coordinator),    FlagOf(FLAGS_name),
+          FlagOf(FLAGS_device),         FlagOf(FLAGS_labels),
+          FlagOf(FLAGS_address),        FlagOf(FLAGS_tls_ca),
+          FlagOf(FLAGS_tls_cert),       FlagOf(FLAGS_tls_key),
+          FlagOf(FLAGS_log_format),     FlagOf(FLAGS_metrics_listen),
+          FlagOf(FLAGS_dump_master),    FlagOf(FLAGS_comm_host),
+          FlagOf(FLAGS_comm_transport), FlagOf(FLAGS_fault_prepare_failures)};
 }
 
 // The flags' values checked and copied into `flags`; `name`, `coordinator`
@@ -90,6 +93,9 @@ absl::Status ReadFlags(const ParsedCommandLine& parsed, WorkerFlags* flags,
     flags->session.train.engine.host_transport = *t;
   }
   flags->session.train.dump_master_dir = absl::GetFlag(FLAGS_dump_master);
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_fault_prepare_failures, 0, 1000));
+  flags->session.train.inject_prepare_failures =
+      absl::GetFlag(FLAGS_fault_prepare_failures);
   flags->channel.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
   flags->channel.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   flags->channel.tls_key_file = absl::GetFlag(FLAGS_tls_key);
@@ -113,7 +119,7 @@ std::string WorkerUsage() {
       "[--device cpu|cuda] [--labels node=a,zone=b] [--address HOST:PORT] "
       "[--tls-ca F] [--tls-cert F --tls-key F] [--log-format text|json] "
       "[--metrics-listen HOST:PORT] [--dump-master DIR] [--comm-host HOST] "
-      "[--comm-transport auto|tcp|shm]\n\n",
+      "[--comm-transport auto|tcp|shm] [--fault-prepare-failures N]\n\n",
       FlagsHelp(WorkerFlagList()));
 }
 

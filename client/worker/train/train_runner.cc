@@ -18,7 +18,8 @@ TrainRunner::TrainRunner(const Options& options, job::JobSpec job,
     : options_(options),
       job_(std::move(job)),
       new_store_(std::move(new_store)),
-      telemetry_(std::move(telemetry)) {
+      telemetry_(std::move(telemetry)),
+      injected_failures_left_(options.inject_prepare_failures) {
   thread_ = std::thread([this] { Loop(); });
 }
 

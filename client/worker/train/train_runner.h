@@ -49,6 +49,10 @@ class TrainRunner : public Runner {
     // Log a "step" line every this many steps (and the first and last).
     // Default 10.
     int64_t log_every = 10;
+    // Fault injection for tests: the first this many preparations of a
+    // committed epoch fail (Unavailable, reported to the coordinator as a
+    // real failure is). Default 0: none.
+    int inject_prepare_failures = 0;
   };
   using StoreFactory = worker::StoreFactory;
   // Receives each step's telemetry; must not block long and cannot fail.
@@ -139,6 +143,8 @@ class TrainRunner : public Runner {
   // Raised when a preparation is cancelled: ends its rendezvous waits
   // promptly (read without the lock by the epoch's store).
   std::atomic<bool> transition_abort_{false};
+  // Injected preparation failures still to come (the runner's thread only).
+  int injected_failures_left_ = 0;
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t adam_step_ ABSL_GUARDED_BY(mu_) = 0;
   // Data of the state, not of the life cycle: whether the commit

@@ -40,7 +40,10 @@ int64_t TrainRunner::RunTransition(const EpochInfo& epoch) {
     if (engine != nullptr && CancelledLocked()) engine->Abort();
   };
   absl::StatusOr<std::unique_ptr<HeldEngine>> held =
-      BuildEpoch(std::move(input));
+      injected_failures_left_ > 0
+          ? absl::UnavailableError("injected preparation fault")
+          : BuildEpoch(std::move(input));
+  if (injected_failures_left_ > 0) --injected_failures_left_;
   std::unique_ptr<HeldEngine> discard;
   {
     absl::MutexLock lock(&mu_);
