@@ -65,10 +65,10 @@ absl::Status VerifyFile(const std::string& path, int64_t bytes,
 }  // namespace
 
 absl::Status VerifyFiles(const std::string& dir,
-                         const v1::CheckpointManifest& manifest) {
-  for (const v1::CheckpointFile& f : manifest.files()) {
+                         const std::vector<ExpectedFile>& files) {
+  for (const ExpectedFile& f : files) {
     absl::Status s =
-        VerifyFile(absl::StrCat(dir, "/", f.path()), f.bytes(), f.checksum());
+        VerifyFile(absl::StrCat(dir, "/", f.path), f.bytes, f.checksum);
     if (!s.ok()) return s;
   }
   return absl::OkStatus();

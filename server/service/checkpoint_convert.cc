@@ -3,6 +3,7 @@
 
 #include <climits>
 #include <cstdlib>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/manifest.h"
@@ -133,7 +134,11 @@ absl::StatusOr<CheckpointRecord> LoadRestoreCheckpoint(
   }
   // Every file whole before any worker is involved: a damaged file found
   // by a worker after the commit would stall the job's first epoch.
-  ZSHARD_RETURN_IF_ERROR(checkpoint::VerifyFiles(dir, m));
+  std::vector<checkpoint::ExpectedFile> expected;
+  for (const CheckpointFileInfo& f : c.files) {
+    expected.push_back({f.path, f.bytes, f.checksum});
+  }
+  ZSHARD_RETURN_IF_ERROR(checkpoint::VerifyFiles(dir, expected));
   char resolved[PATH_MAX];
   c.dir =
       realpath(dir.c_str(), resolved) != nullptr ? std::string(resolved) : dir;
