@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -345,6 +346,9 @@ class Membership {
   std::string last_unviable_ ABSL_GUARDED_BY(mu_);
   // A ranked member of the committed epoch is no longer healthy.
   bool committed_broken_ ABSL_GUARDED_BY(mu_) = false;
+  // Live members whose moves failed as sources since the last stable
+  // epoch: the next proposals plan from other holders where there are any.
+  std::set<std::string> avoid_sources_ ABSL_GUARDED_BY(mu_);
   // The committed epoch that can never become stable (0: none).
   int64_t failed_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // When the phase in flight began (the proposal was made, the epoch

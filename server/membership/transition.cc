@@ -181,15 +181,28 @@ bool Membership::PlanMovesLocked(EpochPlan& p) {
   }
   if (!from_checkpoint) {
     const plan::Plan* base_plan = plans_.Get(stable.world);
-    std::vector<std::string> alive;
+    std::vector<std::string> alive, preferred;
     for (int r = 0; r < stable.world; ++r) {
       const std::string& id = stable.slots[r].worker_id;
-      if (members_.IsLiveId(id)) alive.push_back(id);
+      if (!members_.IsLiveId(id)) continue;
+      alive.push_back(id);
+      if (avoid_sources_.count(id) == 0) preferred.push_back(id);
     }
-    absl::StatusOr<EpochMoves> moves =
-        base_plan == nullptr ? absl::InternalError("no plan for the base epoch")
-                             : PlanMembersMoves(spec_.model, *base_plan, stable,
-                                                alive, *next_plan, p);
+    auto plan_from = [&](const std::vector<std::string>& holders) {
+      return base_plan == nullptr
+                 ? absl::StatusOr<EpochMoves>(
+                       absl::InternalError("no plan for the base epoch"))
+                 : PlanMembersMoves(spec_.model, *base_plan, stable, holders,
+                                    *next_plan, p);
+    };
+    // Sources whose moves failed are avoided where another holder has the
+    // same ranges (their own ranges then come from that holder too); where
+    // none has, they are tried again.
+    absl::StatusOr<EpochMoves> moves = plan_from(preferred);
+    if (preferred.size() != alive.size() &&
+        (!moves.ok() || !moves->lost.empty())) {
+      moves = plan_from(alive);
+    }
     if (!moves.ok()) {
       ZSHARD_LOG_ERROR(absl::StrCat("epoch ", p.epoch,
                                     ": moves: ", moves.status().message()));
@@ -290,6 +303,7 @@ void Membership::CommitLocked() {
 }
 
 void Membership::StableLocked() {
+  avoid_sources_.clear();
   const EpochPlan& c = transition_.committed();
   LogRefused(transition_.MarkStable(
       std::max<int64_t>(0, clock_->NowMs() - c.committed_ms)));

@@ -81,6 +81,9 @@ absl::StatusOr<PlanPhase> Membership::AckFailed(const std::string& worker_id,
     }
     SaveMetaLocked();
   }
+  if (!failure.source_is_checkpoint && !failure.source.empty()) {
+    avoid_sources_.insert(failure.source);
+  }
   BreakCommittedLocked();
   ReconcileLocked();
   ForgetGoneLocked();

@@ -170,6 +170,40 @@ TEST(TransitionFailuresTest, OtherPreparationFailureGetsANewProposal) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+TEST(TransitionFailuresTest, AFailedSourceIsAvoidedWhereAnotherHolderExists) {
+  Harness h(testing::TestJob(3, 3, 3));  // D = 1: three full replicas
+  for (int i = 0; i < 4; ++i) h.Join("w" + std::to_string(i));
+  EpochPlan stable = h.Settle();
+  ASSERT_EQ(stable.world, 3);
+  h.Updates();
+  const std::string victim = h.NameAtRank(1);
+  h.clock_.AdvanceMs(6000);
+  h.BeatAll(victim);
+  h.m_->Tick();
+  EpochPlan p = LastProposal(h);
+  ASSERT_FALSE(p.moves.empty());
+  const std::string source = p.moves[0].source_member;
+  ASSERT_FALSE(source.empty());
+  Commit(h, p);
+  Session s = h.SessionOf(p.slots[1].worker_id);
+  PrepareFailure f;
+  f.error = "move from " + source + " failed: checksum mismatch";
+  f.source = source;
+  ASSERT_TRUE(h.m_->AckFailed(s.id, s.token, p.epoch, f).ok());
+  EpochPlan again = LastProposal(h);
+  ASSERT_GT(again.epoch, p.epoch);
+  ASSERT_FALSE(again.moves.empty());
+  // The avoided member's own ranges count as not held either: they come
+  // from another replica too, so more bytes move than the first time.
+  EXPECT_GE(again.summary.bytes_moved, p.summary.bytes_moved);
+  for (const plan::Move& m : again.moves) {
+    EXPECT_NE(m.source_member, source);
+    EXPECT_FALSE(m.source_member.empty());
+  }
+  h.proposed_ = again;
+  EXPECT_EQ(h.Settle().epoch, again.epoch);
+}
+
 TEST(TransitionFailuresTest, SilentPreparedAcksTimeOutAndAreProposedAgain) {
   job::JobSpec spec = testing::TestJob(1, 2, 4);
   ASSERT_EQ(spec.transition_timeout_ms, 4 * spec.lease_timeout_ms);

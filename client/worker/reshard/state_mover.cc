@@ -10,6 +10,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "client/worker/checkpoint/checkpoint_file.h"
 #include "client/worker/reshard/abortable_store.h"
@@ -63,10 +64,6 @@ std::string RangeName(const engine::EngineBuffers& b, int param, int64_t begin,
   return absl::StrCat("param '", name, "' elements [", begin, ", ", end, ")");
 }
 
-absl::Status WithContext(const absl::Status& s, const std::string& what) {
-  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
-}
-
 // Copies every element that both buffers own from `from` into `to`.
 int64_t KeepLocal(const engine::EngineBuffers& from,
                   const ParamSpace& old_space, engine::EngineBuffers& to,
@@ -106,6 +103,21 @@ absl::Status ReadRange(const checkpoint::RankFileReader& reader,
 }
 
 }  // namespace
+
+std::string FailedSourceMember(const absl::Status& status) {
+  auto source = status.GetPayload(kFailedSourcePayload);
+  return source.has_value() ? std::string(*source) : std::string();
+}
+
+absl::Status WithContext(const absl::Status& status,
+                         const std::string& context) {
+  absl::Status out(status.code(),
+                   absl::StrCat(context, ": ", status.message()));
+  status.ForEachPayload([&out](absl::string_view key, const absl::Cord& value) {
+    out.SetPayload(key, value);
+  });
+  return out;
+}
 
 StateMover::StateMover(MoveInput input) : input_(std::move(input)) {}
 
@@ -300,7 +312,10 @@ absl::Status StateMover::RunMoves(MoveStats& stats) {
       absl::Status s = transfer.Recv(index.at(m.source_member), tag, *new_state,
                                      mine[i].to, m.begin, m.end);
       if (!s.ok()) {
-        return WithContext(s, absl::StrCat(what, " from ", m.source_member));
+        absl::Status failed =
+            WithContext(s, absl::StrCat(what, " from ", m.source_member));
+        failed.SetPayload(kFailedSourcePayload, absl::Cord(m.source_member));
+        return failed;
       }
       stats.bytes_received += bytes;
     }

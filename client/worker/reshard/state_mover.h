@@ -77,6 +77,17 @@ struct MoveStats {
   double seconds = 0;
 };
 
+// The payload key of a Run error caused by a live source: its value is the
+// source member's id, so the coordinator can plan from another holder.
+inline constexpr char kFailedSourcePayload[] = "zshard/failed-source-member";
+
+// The source member named by `status`'s kFailedSourcePayload, or "".
+std::string FailedSourceMember(const absl::Status& status);
+
+// `status` with `context` before its message, payloads kept.
+absl::Status WithContext(const absl::Status& status,
+                         const std::string& context);
+
 // One use: construct, Run once; Abort from any thread.
 class StateMover {
  public:

@@ -39,6 +39,8 @@ RunnerFailure PreparationFailure(const EpochInfo& epoch,
   if (epoch.restore && status.code() == absl::StatusCode::kDataLoss) {
     f.source = epoch.restore_dir;
     f.source_is_checkpoint = true;
+  } else {
+    f.source = reshard::FailedSourceMember(status);
   }
   return f;
 }
@@ -166,9 +168,8 @@ absl::StatusOr<std::unique_ptr<HeldEngine>> BuildEpoch(BuildInput input) {
     absl::StatusOr<reshard::MoveStats> stats = mover.Run();
     if (input.set_mover) input.set_mover(nullptr);
     if (!stats.ok()) {
-      return absl::Status(stats.status().code(),
-                          absl::StrCat("state moves of epoch ", epoch.epoch,
-                                       ": ", stats.status().message()));
+      return reshard::WithContext(
+          stats.status(), absl::StrCat("state moves of epoch ", epoch.epoch));
     }
     ZSHARD_LOG_INFO(
         "state moved",

@@ -49,7 +49,8 @@ bool IsRecoverable(const absl::Status& status);
 // What to tell the coordinator when preparing `epoch` failed with
 // `status`: in a restore epoch every range comes from the checkpoint, so
 // DataLoss (a damaged, missing or unreadable rank file: see StateMover)
-// names the checkpoint as the failed source.
+// names the checkpoint as the failed source; otherwise a move that failed
+// from a live source names that member (reshard::FailedSourceMember).
 RunnerFailure PreparationFailure(const EpochInfo& epoch,
                                  const absl::Status& status);
 
