@@ -8,12 +8,15 @@
 
 namespace zshard::server {
 
+CheckpointEpoch JobCheckpoints::Shape(const EpochPlan& epoch) const {
+  return {epoch.epoch, epoch.world, epoch.instances,
+          spec_->layout.expert_parallel};
+}
+
 absl::StatusOr<std::optional<CheckpointRecord>> JobCheckpoints::Add(
     const CheckpointReport& report, const EpochPlan& epoch) {
-  CheckpointEpoch shape{epoch.epoch, epoch.world, epoch.instances,
-                        spec_->layout.expert_parallel};
   ZSHARD_ASSIGN_OR_RETURN(std::optional<CheckpointRecord> done,
-                          registry_.Add(report, shape, spec_->model));
+                          registry_.Add(report, Shape(epoch), spec_->model));
   if (!done.has_value()) return done;
   done->job = spec_->name;
   done->committed_ms = WallTimeMs();
@@ -22,10 +25,8 @@ absl::StatusOr<std::optional<CheckpointRecord>> JobCheckpoints::Add(
 
 void JobCheckpoints::AddFailure(const CheckpointReport& report,
                                 const EpochPlan& epoch) {
-  CheckpointEpoch shape{epoch.epoch, epoch.world, epoch.instances,
-                        spec_->layout.expert_parallel};
   registry_.AddFailure(report.step, report.dir, report.file.rank, report.error,
-                       shape);
+                       Shape(epoch));
   ++failures_;
 }
 

@@ -76,6 +76,9 @@ class JobCheckpoints {
   int64_t last_ms() const { return last_ms_; }
 
  private:
+  // The reporting epoch's shape, as the registry checks reports against.
+  CheckpointEpoch Shape(const EpochPlan& epoch) const;
+
   const job::JobSpec* const spec_;
   const std::function<absl::Status(const CheckpointRecord&)> write_manifest_;
   CheckpointRegistry registry_;

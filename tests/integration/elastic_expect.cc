@@ -8,6 +8,17 @@
 
 namespace zshard::testing {
 
+ElasticJob RollbackJob(int64_t steps) {
+  ElasticJob job;
+  job.instances = 1;
+  job.min_world = 2;
+  job.max_world = 3;
+  job.steps = steps;
+  job.checkpoint_dir = "ckpt";
+  job.checkpoint_every = 10;
+  return job;
+}
+
 std::string HolderOf(const v1::GetClusterStatusResponse& status, int rank) {
   for (const v1::MemberStatus& m : RankedMembers(status)) {
     if (m.rank() == rank) return m.name();

@@ -14,6 +14,11 @@ namespace zshard::testing {
 inline constexpr int64_t kStartMs = 60000;
 inline constexpr int64_t kExitMs = 120000;
 
+// The rollback setting: I = 1 (no replica), world 2..3, `steps` steps and a
+// checkpoint every 10 steps in "ckpt": a killed rank's ranges can only come
+// back from a checkpoint.
+ElasticJob RollbackJob(int64_t steps);
+
 // The name of the member holding `rank`, or "".
 std::string HolderOf(const v1::GetClusterStatusResponse& status, int rank);
 

@@ -209,14 +209,7 @@ TEST(ElasticIntegrationTest, SigtermHandsTheRangesOverBeforeExiting) {
 // first checkpoint; its ranges have no replica, so the job rolls back to
 // the newest checkpoint at world 2 and still ends with the reference.
 TEST(ElasticIntegrationTest, LostRangeRollsBackToTheNewestCheckpoint) {
-  ElasticJob job;
-  job.instances = 1;
-  job.min_world = 2;
-  job.max_world = 3;
-  job.steps = 60;
-  job.checkpoint_dir = "ckpt";
-  job.checkpoint_every = 10;
-  ElasticRun run(job);
+  ElasticRun run(RollbackJob(60));
   ASSERT_TRUE(run.Start().ok());
   const std::vector<std::string> names = WorkerNames(3);
   ASSERT_TRUE(run.StartWorkers(names).ok());

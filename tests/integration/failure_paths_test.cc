@@ -63,14 +63,7 @@ void DamageNewerThanStep10(const std::string& root, bool remove,
 // the coordinator skips each with an event and restores step 10, and the
 // job ends with the reference of that history.
 void RollBackPastDamagedCheckpoints(bool remove) {
-  ElasticJob job;
-  job.instances = 1;
-  job.min_world = 2;
-  job.max_world = 3;
-  job.steps = 50;
-  job.checkpoint_dir = "ckpt";
-  job.checkpoint_every = 10;
-  ElasticRun run(job);
+  ElasticRun run(RollbackJob(50));
   ASSERT_TRUE(run.Start().ok());
   const std::vector<std::string> names = WorkerNames(3);
   ASSERT_TRUE(run.StartWorkers(names).ok());

@@ -109,9 +109,7 @@ TEST(CheckpointRegistryTest, LostRangeRollsBackToTheNewestCheckpoint) {
   }
   h.Updates();
   const std::string victim = h.NameAtRank(1);
-  h.clock_.AdvanceMs(6000);
-  h.BeatAll(victim);
-  h.m_->Tick();
+  h.Kill(victim);
   std::vector<PlanUpdate> u = h.Updates();
   ASSERT_EQ(u.size(), 1u);
   const EpochPlan& q = u[0].plan;

@@ -55,6 +55,16 @@ class Harness {
     }
   }
 
+  // Silences `victim` past the lease while everyone else heartbeats, then
+  // ticks: the victim is DEAD and the world re-plans.
+  void Kill(const std::string& victim) {
+    clock_.AdvanceMs(3000);
+    BeatAll(victim);
+    clock_.AdvanceMs(3000);
+    BeatAll(victim);
+    m_->Tick();
+  }
+
   // The latest plan update of each phase seen since the last call.
   std::vector<PlanUpdate> Updates() {
     WatchBatch b = m_->WaitForUpdates(seq_, absl::ZeroDuration());

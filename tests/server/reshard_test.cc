@@ -16,15 +16,6 @@ using testing::Harness;
 using ::testing::HasSubstr;
 using testing::Session;
 
-// Silences `victim` past the lease while everyone else heartbeats.
-void Kill(Harness& h, const std::string& victim) {
-  h.clock_.AdvanceMs(3000);
-  h.BeatAll(victim);
-  h.clock_.AdvanceMs(3000);
-  h.BeatAll(victim);
-  h.m_->Tick();
-}
-
 // Elements of state rank `rank` owns in `epoch`.
 int64_t OwnedElements(const job::JobSpec& spec, const EpochPlan& epoch,
                       int rank) {
@@ -74,7 +65,7 @@ TEST(ReshardTest, SpareTakeoverMovesOnlyTheLostRankFromTheOtherInstance) {
   ASSERT_EQ(stable.world, 4);
   h.Updates();
   const std::string victim = h.NameAtRank(2);
-  Kill(h, victim);
+  h.Kill(victim);
   std::vector<PlanUpdate> proposed = Phase(h.Updates(), PlanPhase::kProposed);
   ASSERT_EQ(proposed.size(), 1u);
   const EpochPlan& p = proposed[0].plan;
@@ -182,7 +173,7 @@ TEST(ReshardTest, FailureBetweenCommitAndStableKeepsTheOldStableBase) {
   }
   ASSERT_EQ(h.m_->CommittedEpoch(), p.epoch);
   h.Updates();
-  Kill(h, "w3");  // the newcomer dies during the moves
+  h.Kill("w3");  // the newcomer dies during the moves
   EXPECT_EQ(h.Beat("w0").command, Command::kAbort);
   std::vector<PlanUpdate> next = Phase(h.Updates(), PlanPhase::kProposed);
   ASSERT_EQ(next.size(), 1u);
@@ -246,7 +237,7 @@ TEST(ReshardTest, CommitPendingResolvedThroughTheMembership) {
   for (int i = 0; i < 5; ++i) h.Join("w" + std::to_string(i));
   h.Settle(10);
   h.Updates();
-  Kill(h, h.NameAtRank(3));
+  h.Kill(h.NameAtRank(3));
   EpochPlan p = Phase(h.Updates(), PlanPhase::kProposed).at(0).plan;
   std::vector<Session> parts = h.Participants(p);
   ASSERT_EQ(parts.size(), 4u);
@@ -278,7 +269,7 @@ TEST(ReshardTest, UnresolvableStepsFailTheJobWithoutCheckpoint) {
   for (int i = 0; i < 5; ++i) h.Join("w" + std::to_string(i));
   h.Settle(10);
   h.Updates();
-  Kill(h, h.NameAtRank(3));
+  h.Kill(h.NameAtRank(3));
   EpochPlan p = Phase(h.Updates(), PlanPhase::kProposed).at(0).plan;
   int i = 0;
   for (const Session& s : h.Participants(p)) {
@@ -305,7 +296,7 @@ TEST(ReshardTest, DrainedMemberThatDiesBeforeHandingOverIsAFailure) {
   EpochPlan p = Phase(h.Updates(), PlanPhase::kProposed).at(0).plan;
   EXPECT_EQ(p.world, 2);
   EXPECT_EQ(h.Beat("w2").command, Command::kNone);  // it must send first
-  Kill(h, "w2");
+  h.Kill("w2");
   std::vector<PlanUpdate> u = h.Updates();
   EXPECT_EQ(Phase(u, PlanPhase::kAbandoned).size(), 1u);
   // I = 1: its ranges had no replica and there is no checkpoint.
@@ -319,7 +310,7 @@ TEST(ReshardTest, LostRangeWithoutCheckpointFailsTheJob) {
   for (int i = 0; i < 3; ++i) h.Join("w" + std::to_string(i));
   h.Settle();
   h.Updates();
-  Kill(h, h.NameAtRank(1));
+  h.Kill(h.NameAtRank(1));
   EXPECT_TRUE(Phase(h.Updates(), PlanPhase::kProposed).empty());
   std::vector<Event> lost = EventsOf(*h.m_, "lost");
   ASSERT_EQ(lost.size(), 1u);

@@ -66,9 +66,7 @@ class RollbackTest : public ::testing::Test {
     }
     h_.Updates();
     victim_ = h_.NameAtRank(1);
-    h_.clock_.AdvanceMs(6000);
-    h_.BeatAll(victim_);
-    h_.m_->Tick();
+    h_.Kill(victim_);
     rollback_ = LastProposal(h_);
     ASSERT_TRUE(rollback_.restore.active());
     ASSERT_EQ(rollback_.restore.step, 20);
@@ -144,9 +142,7 @@ TEST(TransitionFailuresTest, OtherPreparationFailureGetsANewProposal) {
   ASSERT_EQ(stable.world, 4);
   h.Updates();
   const std::string victim = h.NameAtRank(2);
-  h.clock_.AdvanceMs(6000);
-  h.BeatAll(victim);
-  h.m_->Tick();
+  h.Kill(victim);
   EpochPlan p = LastProposal(h);
   ASSERT_FALSE(p.moves.empty());
   Commit(h, p);
@@ -177,9 +173,7 @@ TEST(TransitionFailuresTest, AFailedSourceIsAvoidedWhereAnotherHolderExists) {
   ASSERT_EQ(stable.world, 3);
   h.Updates();
   const std::string victim = h.NameAtRank(1);
-  h.clock_.AdvanceMs(6000);
-  h.BeatAll(victim);
-  h.m_->Tick();
+  h.Kill(victim);
   EpochPlan p = LastProposal(h);
   ASSERT_FALSE(p.moves.empty());
   const std::string source = p.moves[0].source_member;
