@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "client/worker/device/device_spec.h"
 #include "client/worker/session/coordinator_session.h"
 #include "client/worker/session/health_server.h"
 #include "client/worker/session/worker_flags.h"
@@ -73,6 +74,14 @@ int main(int argc, char** argv) {
     return 0;
   }
   zshard::SetLogFormat(flags->log_format);
+  // A worker asked for a GPU never trains on the CPU instead.
+  const absl::Status usable =
+      zshard::device::CheckDeviceUsable(flags->session.train.engine.device);
+  if (!usable.ok()) {
+    std::fprintf(stderr, "zshard-worker: %s\n",
+                 std::string(usable.message()).c_str());
+    return 2;
+  }
 
   // Signals are taken by one thread with sigwait, so the handler does no
   // work in signal context; every other thread inherits the mask.

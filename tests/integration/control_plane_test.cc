@@ -223,6 +223,27 @@ TEST(WorkerBinaryTest, BadFlagsExitTwoWithOneLine) {
   EXPECT_EQ(err.find('\n'), err.size() - 1) << err;
 }
 
+// A worker asked for a GPU it cannot use exits at start: never a silent CPU
+// run. cuda:1023 exists on no machine this runs on.
+TEST(WorkerBinaryTest, MissingCudaDeviceExitsTwoWithOneLine) {
+  TempDir dir;
+  Subprocess::Options options;
+  options.argv = {ProcessCluster::Bin("zshard-worker"),
+                  "--name",
+                  "w",
+                  "--coordinator",
+                  "127.0.0.1:1",
+                  "--device",
+                  "cuda:1023"};
+  options.stderr_path = dir.File("err");
+  auto child = Subprocess::Start(options);
+  ASSERT_TRUE(child.ok());
+  EXPECT_EQ((*child)->Wait(5000), 2);
+  std::string err = ReadLog(dir.File("err"));
+  EXPECT_NE(err.find("--device cuda:1023"), std::string::npos) << err;
+  EXPECT_EQ(err.find('\n'), err.size() - 1) << err;
+}
+
 TEST(CtlBinaryTest, UnreachableCoordinatorExitsThree) {
   TempDir dir;
   Subprocess::Options options;

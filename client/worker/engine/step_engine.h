@@ -18,6 +18,7 @@
 #include "absl/types/span.h"
 #include "client/worker/comm/communicator.h"
 #include "client/worker/comm/kv_store.h"
+#include "client/worker/device/device_spec.h"
 #include "client/worker/engine/engine_buffers.h"
 #include "client/worker/engine/step_telemetry.h"
 #include "client/worker/engine/workload.h"
@@ -61,6 +62,8 @@ struct EngineOptions {
   // How cpu ranks exchange bytes (communicator.h). Default kAuto: shared
   // memory when the group's ranks share this host, else tcp.
   comm::HostTransport host_transport = comm::HostTransport::kAuto;
+  // Where the buffers, the communicators and Adam live. Default cpu.
+  device::DeviceSpec device;
   // Threads of the Adam kernel (0: every hardware thread). Default 0.
   int adam_threads = 0;
   // Overlap bucket k's all-gather with bucket k+1's Adam. Default true.

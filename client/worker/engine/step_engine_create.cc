@@ -96,6 +96,11 @@ absl::Status StepEngine::Validate() const {
     return absl::InvalidArgumentError(
         "step engine: clip_grad_norm must be >= 0");
   }
+  if (options_.device.kind != device::DeviceKind::kCpu) {
+    return absl::UnimplementedError(absl::StrCat(
+        "step engine: device ", device::DeviceSpecName(options_.device),
+        " is not supported by this engine yet (cpu only)"));
+  }
   return absl::OkStatus();
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/worker/device/device_spec.h"
 #include "common/flags.h"
 #include "common/status.h"
 
@@ -14,7 +15,8 @@ ABSL_FLAG(std::string, coordinator, "",
           "HOST:PORT of the coordinator (default $ZSHARD_COORDINATOR)");
 ABSL_FLAG(std::string, name, "",
           "this worker's name, unique in the job (default $POD_NAME)");
-ABSL_FLAG(std::string, device, "cpu", "cpu or cuda");
+ABSL_FLAG(std::string, device, "cpu",
+          "cpu, cuda or cuda:N: where the step runs (checked at start)");
 ABSL_FLAG(std::string, labels, "", "topology labels: node=a,zone=b");
 ABSL_FLAG(std::string, address, "",
           "HOST:PORT this worker is reached at, for the coordinator's view");
@@ -59,12 +61,14 @@ absl::Status ReadFlags(const ParsedCommandLine& parsed, WorkerFlags* flags,
     *coordinator = absl::GetFlag(FLAGS_coordinator);
   }
   if (parsed.Given(FLAGS_name)) *name = absl::GetFlag(FLAGS_name);
-  const std::string device = absl::GetFlag(FLAGS_device);
-  if (device != "cpu" && device != "cuda") {
+  absl::StatusOr<device::DeviceSpec> device =
+      device::ParseDeviceSpec(absl::GetFlag(FLAGS_device));
+  if (!device.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--device must be cpu or cuda, not '", device, "'"));
+        absl::StrCat("--", device.status().message()));
   }
-  if (parsed.Given(FLAGS_device)) flags->session.device = device;
+  flags->session.device = std::string(device::DeviceKindName(device->kind));
+  flags->session.train.engine.device = *device;
   if (parsed.Given(FLAGS_labels)) {
     ZSHARD_ASSIGN_OR_RETURN(flags->session.labels,
                             ParseLabels(absl::GetFlag(FLAGS_labels)));
@@ -116,7 +120,7 @@ absl::Status ReadFlags(const ParsedCommandLine& parsed, WorkerFlags* flags,
 std::string WorkerUsage() {
   return absl::StrCat(
       "usage: zshard-worker --coordinator HOST:PORT --name NAME "
-      "[--device cpu|cuda] [--labels node=a,zone=b] [--address HOST:PORT] "
+      "[--device cpu|cuda[:N]] [--labels node=a,zone=b] [--address HOST:PORT] "
       "[--tls-ca F] [--tls-cert F --tls-key F] [--log-format text|json] "
       "[--metrics-listen HOST:PORT] [--dump-master DIR] [--comm-host HOST] "
       "[--comm-transport auto|tcp|shm] [--fault-prepare-failures N]\n\n",

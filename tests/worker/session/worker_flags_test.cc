@@ -30,10 +30,20 @@ TEST(WorkerFlagsTest, ParsesAllFlags) {
   EXPECT_EQ(flags->channel.target, "127.0.0.1:7000");
   EXPECT_EQ(flags->session.name, "w1");
   EXPECT_EQ(flags->session.device, "cuda");
+  EXPECT_EQ(flags->session.train.engine.device,
+            (device::DeviceSpec{device::DeviceKind::kCuda, 0}));
   EXPECT_EQ(flags->session.labels.at("zone"), "b");
   EXPECT_EQ(flags->session.address, "10.0.0.1:9000");
   EXPECT_EQ(flags->channel.tls_key_file, "k.pem");
   EXPECT_EQ(flags->log_format, LogFormat::kJson);
+}
+
+TEST(WorkerFlagsTest, DeviceOrdinal) {
+  auto flags = ParseWorkerFlags(
+      {"--coordinator", "a:1", "--name", "w", "--device", "cuda:2"}, Env({}));
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->session.device, "cuda");
+  EXPECT_EQ(flags->session.train.engine.device.ordinal, 2);
 }
 
 TEST(WorkerFlagsTest, DumpMasterDirectory) {
