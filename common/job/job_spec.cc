@@ -78,6 +78,22 @@ absl::Status ParseLayout(const nlohmann::json& j, JobSpec& spec) {
   return f.CheckNoUnknown();
 }
 
+absl::Status ParseLrSchedule(const nlohmann::json& j, OptimizerSpec& o) {
+  ZSHARD_ASSIGN_OR_RETURN(JsonFields f,
+                          JsonFields::Open(j, "optimizer.lr_schedule"));
+  LrSchedule& s = o.lr_schedule;
+  ZSHARD_ASSIGN_OR_RETURN(const std::string kind,
+                          f.String("kind", "constant", 16));
+  ZSHARD_ASSIGN_OR_RETURN(s.kind, ParseLrScheduleKind(kind));
+  constexpr int64_t kMaxSteps = int64_t{1} << 50;
+  ZSHARD_ASSIGN_OR_RETURN(s.warmup_steps,
+                          f.Int("warmup_steps", 0, 0, kMaxSteps));
+  ZSHARD_ASSIGN_OR_RETURN(s.decay_steps, f.Int("decay_steps", 0, 0, kMaxSteps));
+  ZSHARD_ASSIGN_OR_RETURN(s.min_lr, f.Double("min_lr", 0.0, 0.0, 1e30));
+  ZSHARD_RETURN_IF_ERROR(f.CheckNoUnknown());
+  return ValidateLrSchedule(s, o.lr);
+}
+
 absl::Status ParseOptimizer(const nlohmann::json& j, OptimizerSpec& o) {
   ZSHARD_ASSIGN_OR_RETURN(JsonFields f, JsonFields::Open(j, "optimizer"));
   constexpr double kBig = 1e30;
@@ -94,7 +110,10 @@ absl::Status ParseOptimizer(const nlohmann::json& j, OptimizerSpec& o) {
   if (o.eps <= 0.0) {
     return absl::InvalidArgumentError("optimizer.eps must be > 0");
   }
-  return f.CheckNoUnknown();
+  ZSHARD_ASSIGN_OR_RETURN(const nlohmann::json* schedule,
+                          f.Object("lr_schedule"));
+  ZSHARD_RETURN_IF_ERROR(f.CheckNoUnknown());
+  return ParseLrSchedule(*schedule, o);
 }
 
 absl::Status ParseWorld(const nlohmann::json& j, WorldSpec& w) {
@@ -238,6 +257,15 @@ std::string JobSpecToJson(const JobSpec& spec) {
                     {"eps", o.eps},
                     {"weight_decay", o.weight_decay},
                     {"clip_grad_norm", o.clip_grad_norm}};
+  // Absent when constant without warmup, so that older job files keep
+  // their serialisation (and hash).
+  const LrSchedule& ls = o.lr_schedule;
+  if (ls.kind != LrScheduleKind::kConstant || ls.warmup_steps != 0) {
+    j["optimizer"]["lr_schedule"] = {{"kind", LrScheduleKindName(ls.kind)},
+                                     {"warmup_steps", ls.warmup_steps},
+                                     {"decay_steps", ls.decay_steps},
+                                     {"min_lr", ls.min_lr}};
+  }
   j["world"] = {{"instances", spec.world.instances},
                 {"min", spec.world.min},
                 {"max", spec.world.max}};

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/job/lr_schedule.h"
 #include "common/plan/model_spec.h"
 #include "common/plan/plan.h"
 #include "nlohmann/json_fwd.hpp"
@@ -22,6 +23,8 @@ struct OptimizerSpec {
   double eps = 1e-8;            // > 0
   double weight_decay = 0.0;    // >= 0 (decoupled, AdamW)
   double clip_grad_norm = 0.0;  // >= 0; 0 disables clipping
+  // The rate of each training step (LearningRate). Default constant lr.
+  LrSchedule lr_schedule;
 };
 
 // World bounds. W is the largest multiple of `instances` in

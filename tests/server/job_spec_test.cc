@@ -54,6 +54,26 @@ TEST(JobSpecTest, DefaultsApplyToMissingFields) {
   EXPECT_DOUBLE_EQ(spec->optimizer.lr, 0.001);
 }
 
+TEST(JobSpecTest, LrScheduleRoundTrips) {
+  absl::StatusOr<JobSpec> a = ParseJobSpec(
+      R"({"name": "j", "model": {"preset": "gpt2-small"}, "optimizer": {"lr": 0.01,
+          "lr_schedule": {"kind": "cosine", "warmup_steps": 5,
+          "decay_steps": 50, "min_lr": 0.001}}})");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->optimizer.lr_schedule.kind, LrScheduleKind::kCosine);
+  EXPECT_EQ(a->optimizer.lr_schedule.warmup_steps, 5);
+  EXPECT_EQ(a->optimizer.lr_schedule.decay_steps, 50);
+  EXPECT_DOUBLE_EQ(a->optimizer.lr_schedule.min_lr, 0.001);
+  absl::StatusOr<JobSpec> b = ParseJobSpec(JobSpecToJson(*a));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(JobSpecToJson(*b), JobSpecToJson(*a));
+  // The default schedule is not written, so older files keep their form.
+  absl::StatusOr<JobSpec> plain =
+      ParseJobSpec(R"({"name": "j", "model": {"preset": "gpt2-small"}})");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(JobSpecToJson(*plain).find("lr_schedule"), std::string::npos);
+}
+
 TEST(JobSpecTest, RoundTripsThroughJson) {
   JobSpec a = server::testing::TestJob(2, 2, 8, 50);
   absl::StatusOr<JobSpec> b = ParseJobSpec(JobSpecToJson(a));
@@ -164,6 +184,24 @@ INSTANTIATE_TEST_SUITE_P(
                 "optimizer.beta1 must be in"},
         BadCase{R"({"name": "j", )" M R"(, "optimizer": {"eps": "x"}})",
                 "optimizer.eps must be a number"},
+        BadCase{R"({"name": "j", )" M
+                R"(, "optimizer": {"lr_schedule": {"kind": "step"}}})",
+                "optimizer.lr_schedule.kind must be constant, cosine or "
+                "linear, not 'step'"},
+        BadCase{R"({"name": "j", )" M
+                R"(, "optimizer": {"lr_schedule": {"kind": "cosine",)"
+                R"( "warmup_steps": 10, "decay_steps": 10}}})",
+                "optimizer.lr_schedule.decay_steps (10) must be greater"},
+        BadCase{R"({"name": "j", )" M
+                R"(, "optimizer": {"lr": 0.1, "lr_schedule": {"kind":)"
+                R"( "linear", "decay_steps": 10, "min_lr": 0.2}}})",
+                "optimizer.lr_schedule.min_lr (0.2) must be in"},
+        BadCase{R"({"name": "j", )" M
+                R"(, "optimizer": {"lr_schedule": {"min_lr": 0.0001}}})",
+                "decay_steps and min_lr apply to cosine and linear only"},
+        BadCase{R"({"name": "j", )" M
+                R"(, "optimizer": {"lr_schedule": {"warmup": 3}}})",
+                "optimizer.lr_schedule.warmup"},
         BadCase{R"({"name": "j", )" M R"(, "layout": {"bucket_size": -1}})",
                 "layout.bucket_size must be in"},
         BadCase{R"({"name": "j", )" M

@@ -98,7 +98,8 @@ absl::StatusOr<bool> ReferenceOptimizer::Step(
   last_grad_norm_ = std::sqrt(sq) / batch;
   if (!finite) return false;
   optim::AdamHyper hyper;
-  hyper.lr = options_.optimizer.lr;
+  hyper.lr = job::LearningRate(options_.optimizer.lr_schedule,
+                               options_.optimizer.lr, step_);
   hyper.beta1 = options_.optimizer.beta1;
   hyper.beta2 = options_.optimizer.beta2;
   hyper.eps = options_.optimizer.eps;

@@ -186,10 +186,15 @@ absl::Status StepEngine::AllGather(int w) {
 }
 
 absl::Status StepEngine::UpdateAndGather(StepTelemetry& t, bool gather) {
+  // The rate of this training step (step_ already counts it).
+  optim::AdamHyper hyper = hyper_;
+  hyper.lr = job::LearningRate(config_.optimizer.lr_schedule,
+                               config_.optimizer.lr, step_);
+  t.lr = hyper.lr;
   ZSHARD_ASSIGN_OR_RETURN(
       const optim::AdamStepParams params,
       optim::MakeAdamStepParams(
-          hyper_, adam_step_ + 1,
+          hyper, adam_step_ + 1,
           optim::GradScale(static_cast<double>(global_batch_), t.grad_norm,
                            config_.optimizer.clip_grad_norm)));
   absl::Status gather_status;

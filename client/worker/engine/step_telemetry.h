@@ -51,6 +51,7 @@ struct StepTelemetry {
   bool has_loss = false;
   double loss = 0;            // global mean loss over the batch (has_loss)
   double grad_norm = 0;       // global L2 norm of the batch-mean gradient
+  double lr = 0;              // learning rate of the step (0 when skipped)
   int64_t nonfinite = 0;      // non-finite gradient elements, whole world
   int64_t skipped_steps = 0;  // cumulative
 };

@@ -25,19 +25,22 @@ struct Case {
   plan::DType dtype;
   double weight_decay;
   double clip;
+  // A cosine schedule with one warmup step (job::LrSchedule) instead of a
+  // constant rate.
+  bool cosine = false;
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << "W=" << c.world << " I=" << c.instances << " "
       << plan::DTypeName(c.dtype) << " wd=" << c.weight_decay
-      << " clip=" << c.clip;
+      << " clip=" << c.clip << (c.cosine ? " cosine" : "");
 }
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return absl::StrCat("W", c.world, "I", c.instances, "_",
                       plan::DTypeName(c.dtype), c.weight_decay > 0 ? "_wd" : "",
-                      c.clip > 0 ? "_clip" : "");
+                      c.clip > 0 ? "_clip" : "", c.cosine ? "_cosine" : "");
 }
 
 // Six params, one without weight decay: with bucket_size 600 this makes
@@ -77,6 +80,12 @@ TEST_P(StepEngineTest, MastersMatchUnshardedReference) {
   opt.weight_decay = c.weight_decay;
   // The synthetic batch-mean gradient's norm is about 0.3 here: 0.05 clips.
   opt.clip_grad_norm = c.clip;
+  if (c.cosine) {
+    opt.lr_schedule.kind = job::LrScheduleKind::kCosine;
+    opt.lr_schedule.warmup_steps = 1;
+    opt.lr_schedule.decay_steps = kSteps;
+    opt.lr_schedule.min_lr = 1e-4;
+  }
 
   testing::Cluster cluster;
   cluster.MakeSynthetic(model, c.world, kBatch);
@@ -102,6 +111,8 @@ TEST_P(StepEngineTest, MastersMatchUnshardedReference) {
           << "rank " << r << ": " << results[r].status;
       EXPECT_EQ(results[r].telemetry.outcome, StepOutcome::kApplied);
       EXPECT_EQ(results[r].telemetry.adam_step, step);
+      EXPECT_EQ(results[r].telemetry.lr,
+                job::LearningRate(opt.lr_schedule, opt.lr, step));
       EXPECT_NEAR(results[r].telemetry.grad_norm, reference.last_grad_norm(),
                   1e-5 * reference.last_grad_norm());
     }
@@ -172,7 +183,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{4, 2, plan::DType::kBf16, 0.0, 0.0},
                       Case{4, 2, plan::DType::kBf16, 0.1, 0.05},
                       Case{4, 2, plan::DType::kFp32, 0.0, 0.05},
-                      Case{4, 2, plan::DType::kFp32, 0.1, 0.0}),
+                      Case{4, 2, plan::DType::kFp32, 0.1, 0.0},
+                      Case{1, 1, plan::DType::kFp32, 0.1, 0.0, true},
+                      Case{4, 2, plan::DType::kBf16, 0.1, 0.05, true}),
     CaseName);
 
 }  // namespace
