@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package that zshard's build, tests and benchmarks
 # need. Idempotent: packages already present are skipped. Run as root.
-#   --with-baselines   also install python3-torch (large; only benchmarks use it)
+# python3-torch is Debian's PyTorch (1.13): the Python package's tests, the
+# trainer workload and the benchmarks' baselines use it.
+#   --with-baselines   accepted for compatibility; torch is always installed
 set -euo pipefail
 
 PACKAGES=(
@@ -9,12 +11,13 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgloo-dev libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libsqlite3-dev libcpp-httplib-dev libssl-dev
-  python3 python3-prometheus-client
+  python3 python3-prometheus-client python3-torch
   clang-14 libclang-rt-14-dev openssl procps tmux bsdutils
   nodejs npm
 )
-if [[ "${1:-}" == "--with-baselines" ]]; then
-  PACKAGES+=(python3-torch)
+if [[ -n "${1:-}" && "$1" != "--with-baselines" ]]; then
+  echo "install-deps.sh: unknown argument '$1'" >&2
+  exit 2
 fi
 
 if [[ $(id -u) -ne 0 ]]; then
