@@ -77,3 +77,234 @@ def model_spec(model, name=None, no_weight_decay=None, expert=None):
         raise ValueError("model %s has no trainable parameters" %
                          type(model).__name__)
     return {"name": name or type(model).__name__.lower(), "params": params}
+
+
+# ---------------------------------------------------------------------------
+# The trainer attach API.
+
+import collections
+import mmap
+import os
+
+from zshard import _protocol
+from zshard._protocol import WorkerLost, ZshardError
+
+_BY_NAME = {"fp32": torch.float32, "bf16": torch.bfloat16,
+            "fp16": torch.float16}
+
+StepInfo = collections.namedtuple(
+    "StepInfo", ["step", "rank", "world", "global_batch", "lr"])
+StepInfo.__doc__ = """What the daemon tells the trainer at the start of a
+step: the 1-based step, this trainer's rank and the world size (both change
+with re-shards), the job's global batch and the step's learning rate."""
+
+StepResult = collections.namedtuple(
+    "StepResult", ["step", "applied", "grad_norm", "loss"])
+StepResult.__doc__ = """The outcome of a step: `applied` is False when a
+non-finite gradient skipped it everywhere; `grad_norm` is the global norm
+before clipping; `loss` the world's summed loss divided by the global batch
+(None when no trainer passed one)."""
+
+
+def _mapped(fd, nbytes):
+    try:
+        return mmap.mmap(fd, nbytes, mmap.MAP_SHARED,
+                         mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(fd)
+
+
+class DistributedOptimizer:
+    """Trains `model` through the zshard worker daemon at `socket` (default
+    $ZSHARD_TRAINER_SOCKET): the daemon owns the optimizer state, the model's
+    parameters and gradients become views into the daemon's buffers.
+
+        opt = DistributedOptimizer(model)
+        while (info := opt.begin_step()) is not None:
+            loss = sum(loss_fn(model(x[b]), y[b]) for b in opt.samples(info))
+            loss.backward()
+            opt.step(loss)
+
+    Each trainer backpropagates the SUM of its samples' losses; the daemon
+    divides the summed gradient by the global batch."""
+
+    def __init__(self, model, socket=None, timeout=60.0):
+        path = socket or os.environ.get("ZSHARD_TRAINER_SOCKET")
+        if not path:
+            raise ZshardError("no trainer socket: pass socket= or set "
+                              "ZSHARD_TRAINER_SOCKET")
+        self._model = model
+        self._params = dict(model.named_parameters())
+        self._spec = model_spec(model)
+        self._maps = []
+        self._grads = []
+        self._info = None
+        self._sock = _protocol.connect(path, timeout)
+        _protocol.send(self._sock, {
+            "type": "hello", "version": _protocol.PROTOCOL_VERSION,
+            "pid": os.getpid(), "job": None, "model": self._spec})
+        body, fds = _protocol.recv(self._sock)
+        self._close_fds(fds)
+        if body.get("type") == "error":
+            self._sock.close()
+            self._sock = None
+            raise ZshardError(body.get("message", "refused by the daemon"))
+        if body.get("type") != "welcome":
+            raise ZshardError("the daemon answered %r to hello" %
+                              body.get("type"))
+        self.job = body.get("job")
+
+    # -- the step ----------------------------------------------------------
+
+    def begin_step(self):
+        """Waits for the daemon's next step (while it is a spare or a
+        re-shard runs), zeroes the gradient buffer and returns its StepInfo;
+        None once the job's steps are done."""
+        self._check_open()
+        while True:
+            body, fds = _protocol.recv(self._sock)
+            kind = body.get("type")
+            if kind == "init":
+                self._write_initial(body, fds)
+            elif kind == "layout":
+                self._map_layout(body, fds)
+            elif kind == "step":
+                self._info = StepInfo(body["step"], body["rank"],
+                                      body["world"], body["global_batch"],
+                                      body["lr"])
+                self.zero_grad()
+                return self._info
+            elif kind == "done":
+                self._info = None
+                return None
+            elif kind == "error":
+                raise ZshardError(body.get("message", "error"))
+            else:
+                self._close_fds(fds)
+                raise ZshardError("unexpected message %r from the daemon" %
+                                  kind)
+
+    def samples(self, info):
+        """This rank's sample indices of the step's global batch: b with
+        b % world == rank."""
+        return list(range(info.rank, info.global_batch, info.world))
+
+    def step(self, loss=None):
+        """Hands this rank's gradients (already in the buffer) to the daemon
+        and returns once the updated params are in the model."""
+        self._check_open()
+        if self._info is None:
+            raise ZshardError("step() without begin_step()")
+        if loss is not None:
+            loss = float(loss.detach() if isinstance(loss, torch.Tensor)
+                         else loss)
+        _protocol.send(self._sock, {"type": "backward_done",
+                                    "step": self._info.step, "loss": loss})
+        body, fds = _protocol.recv(self._sock)
+        self._close_fds(fds)
+        if body.get("type") == "error":
+            raise ZshardError(body.get("message", "error"))
+        if body.get("type") != "result":
+            raise ZshardError("the daemon answered %r to a step" %
+                              body.get("type"))
+        self._info = None
+        return StepResult(body["step"], body["applied"], body["grad_norm"],
+                          body.get("loss"))
+
+    def zero_grad(self):
+        """Zeroes the gradient buffer in place (the views stay)."""
+        for g in self._grads:
+            g.zero_()
+
+    # -- attach and detach -------------------------------------------------
+
+    def close(self):
+        """Detaches: the model keeps private copies of its current params
+        and stays usable."""
+        if self._sock is None:
+            return
+        with torch.no_grad():
+            for p in self._params.values():
+                p.data = p.data.clone()
+                p.grad = None
+        self._grads = []
+        try:
+            _protocol.send(self._sock, {"type": "detach"})
+        except WorkerLost:
+            pass
+        self._sock.close()
+        self._sock = None
+        self._maps = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # -- internals ---------------------------------------------------------
+
+    def _check_open(self):
+        if self._sock is None:
+            raise ZshardError("the optimizer is closed")
+
+    @staticmethod
+    def _close_fds(fds):
+        for fd in fds:
+            os.close(fd)
+
+    def _write_initial(self, body, fds):
+        """Writes every param's current values, fp32 and flattened in
+        registration order, into the segment the daemon passed."""
+        if len(fds) != 1:
+            self._close_fds(fds)
+            raise ZshardError("init carries %d fds, want 1" % len(fds))
+        numel = int(body["numel"])
+        region = _mapped(fds[0], numel * 4)
+        flat = torch.frombuffer(region, dtype=torch.float32, count=numel)
+        offset = 0
+        with torch.no_grad():
+            for entry in self._spec["params"]:
+                p = self._params[entry["name"]]
+                n = p.numel()
+                flat[offset:offset + n].copy_(p.detach().reshape(-1))
+                offset += n
+        del flat
+        region.close()
+        _protocol.send(self._sock, {"type": "init_done"})
+
+    def _map_layout(self, body, fds):
+        buffers = body["buffers"]
+        if len(fds) != 2 * len(buffers):
+            self._close_fds(fds)
+            raise ZshardError("layout carries %d fds for %d buffers" %
+                              (len(fds), len(buffers)))
+        maps, grads, views = [], [], []
+        for i, b in enumerate(buffers):
+            pdt, gdt = _BY_NAME[b["param_dtype"]], _BY_NAME[b["grad_dtype"]]
+            if pdt != gdt:
+                self._close_fds(fds[2 * i:])
+                raise ZshardError(
+                    "buffer %d keeps %s grads for %s params "
+                    "(grad_reduce_in_fp32): not supported by the trainer API"
+                    % (i, b["grad_dtype"], b["param_dtype"]))
+            numel = int(b["numel"])
+            size = numel * torch.tensor([], dtype=pdt).element_size()
+            pmap = _mapped(fds[2 * i], size)
+            gmap = _mapped(fds[2 * i + 1], size)
+            maps += [pmap, gmap]
+            pbuf = torch.frombuffer(pmap, dtype=pdt, count=numel)
+            gbuf = torch.frombuffer(gmap, dtype=gdt, count=numel)
+            grads.append(gbuf)
+            for entry in b["params"]:
+                p = self._params[entry["name"]]
+                start, n = int(entry["start"]), p.numel()
+                views.append((p, pbuf[start:start + n].view(p.shape),
+                              gbuf[start:start + n].view(p.shape)))
+        with torch.no_grad():
+            for p, data, grad in views:
+                p.data = data
+                p.grad = grad
+        # The old mappings go once nothing refers to them.
+        self._maps, self._grads = maps, grads

@@ -1,0 +1,412 @@
+// TrainerHub: the accept loop, the hello check and the step exchange.
+#include "client/worker/trainer/trainer_hub.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "client/worker/device/shared_memory.h"
+#include "client/worker/trainer/trainer_protocol.h"
+#include "common/logging.h"
+#include "common/status.h"
+
+namespace zshard::trainer {
+namespace {
+
+// How long a new connection has to send its hello.
+constexpr int64_t kHelloTimeoutMs = 5000;
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+absl::StatusOr<sockaddr_un> UnixAddress(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("trainer socket path must have 1 to ",
+                     sizeof(addr.sun_path) - 1, " bytes, not ", path.size()));
+  }
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  return addr;
+}
+
+// True when `fd`'s peer has closed or the connection broke.
+bool HungUp(int fd) {
+  pollfd p{fd, POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+}  // namespace
+
+absl::Status CheckTrainerModel(const plan::ModelSpec& job_model,
+                               const nlohmann::json& trainer_model) {
+  absl::StatusOr<plan::ModelSpec> got = plan::ModelSpecFromJson(trainer_model);
+  if (!got.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the trainer's model spec is invalid: ", got.status().message()));
+  }
+  const auto& want = job_model.params;
+  for (size_t i = 0; i < want.size() && i < got->params.size(); ++i) {
+    const plan::ParamSpec& a = got->params[i];
+    const plan::ParamSpec& b = want[i];
+    auto mismatch = [&](const std::string& field, const std::string& have,
+                        const std::string& expected) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the trainer's model does not match the job's: param ",
+                       i, " '", a.name, "' has ", field, " ", have,
+                       ", the job's '", b.name, "' has ", expected));
+    };
+    if (a.name != b.name) return mismatch("name", a.name, b.name);
+    if (a.shape != b.shape) {
+      return mismatch("shape", ShapeText(a.shape), ShapeText(b.shape));
+    }
+    if (a.dtype != b.dtype) {
+      return mismatch("dtype", plan::DTypeName(a.dtype),
+                      plan::DTypeName(b.dtype));
+    }
+  }
+  if (got->params.size() != want.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the trainer's model does not match the job's: it has ",
+                     got->params.size(), " params, the job's has ", want.size(),
+                     got->params.size() < want.size()
+                         ? absl::StrCat(" (first missing: '",
+                                        want[got->params.size()].name, "')")
+                         : absl::StrCat(" (first extra: '",
+                                        got->params[want.size()].name, "')")));
+  }
+  return absl::OkStatus();
+}
+
+TrainerHub::TrainerHub(TrainerHubOptions options)
+    : options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<TrainerHub>> TrainerHub::Start(
+    const TrainerHubOptions& options) {
+  std::unique_ptr<TrainerHub> hub(new TrainerHub(options));
+  absl::Status listening = hub->Listen();
+  if (!listening.ok()) return listening;
+  hub->accept_thread_ = std::thread([h = hub.get()] { h->AcceptLoop(); });
+  return hub;
+}
+
+absl::Status TrainerHub::Listen() {
+  ZSHARD_ASSIGN_OR_RETURN(const sockaddr_un addr,
+                          UnixAddress(options_.socket_path));
+  const std::string& path = options_.socket_path;
+  // A socket file nobody answers on is a dead daemon's: replace it.
+  device::OwnedFd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (connect(probe.get(), reinterpret_cast<const sockaddr*>(&addr),
+              sizeof(addr)) == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("trainer socket ", path, " is in use by another process"));
+  }
+  if (errno == ECONNREFUSED) unlink(path.c_str());
+  listen_fd_ = device::OwnedFd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (listen_fd_.get() < 0 ||
+      bind(listen_fd_.get(), reinterpret_cast<const sockaddr*>(&addr),
+           sizeof(addr)) != 0 ||
+      listen(listen_fd_.get(), 8) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "trainer socket ", path, ": cannot listen: ", std::strerror(errno)));
+  }
+  wake_fd_ = device::OwnedFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (wake_fd_.get() < 0) {
+    return absl::InternalError(
+        absl::StrCat("trainer hub: eventfd failed: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+TrainerHub::~TrainerHub() {
+  Shutdown();
+  if (accept_thread_.joinable()) accept_thread_.join();
+  if (listen_fd_.get() >= 0) unlink(options_.socket_path.c_str());
+}
+
+void TrainerHub::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  if (shutdown_) return;
+  shutdown_ = true;
+  if (wake_fd_.get() >= 0) {
+    const uint64_t one = 1;
+    (void)!write(wake_fd_.get(), &one, sizeof(one));
+  }
+  // Ends a wait for the trainer's answer; the fd stays open until Drop.
+  if (conn_.get() >= 0) shutdown(conn_.get(), SHUT_RDWR);
+}
+
+void TrainerHub::AcceptLoop() {
+  while (true) {
+    pollfd p[2] = {{listen_fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      ZSHARD_LOG_ERROR("trainer socket: poll failed",
+                       {{"error", std::strerror(errno)}});
+      return;
+    }
+    if (p[1].revents != 0) return;
+    device::OwnedFd conn(
+        accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (conn.get() < 0) continue;
+    Admit(std::move(conn));
+  }
+}
+
+absl::Status TrainerHub::CheckHello(const nlohmann::json& hello) const {
+  auto version = hello.find("version");
+  if (version == hello.end() || !version->is_number_integer() ||
+      version->get<int>() != kProtocolVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the trainer speaks protocol version ",
+                     version == hello.end() ? "none" : version->dump(),
+                     ", this daemon ", kProtocolVersion));
+  }
+  auto job = hello.find("job");
+  if (job != hello.end() && job->is_string() &&
+      job->get<std::string>() != options_.job_name) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the trainer is for job '", job->get<std::string>(),
+                     "', this daemon runs job '", options_.job_name, "'"));
+  }
+  auto model = hello.find("model");
+  if (model == hello.end()) {
+    return absl::InvalidArgumentError("the trainer's hello has no model");
+  }
+  return CheckTrainerModel(options_.model, *model);
+}
+
+void TrainerHub::Admit(device::OwnedFd conn) {
+  absl::StatusOr<Message> hello = ReceiveMessage(conn.get(), kHelloTimeoutMs);
+  absl::Status refused;
+  if (!hello.ok()) {
+    refused = hello.status();
+  } else if (hello->type() != "hello") {
+    refused = absl::InvalidArgumentError(absl::StrCat(
+        "the trainer's first message is '", hello->type(), "', not hello"));
+  } else {
+    refused = CheckHello(hello->body);
+  }
+  int pid = 0;
+  if (refused.ok()) {
+    pid = hello->body.value("pid", 0);
+    int old = -1;
+    {
+      absl::MutexLock lock(&mu_);
+      old = conn_.get();
+    }
+    if (old >= 0 && HungUp(old)) {
+      // The last trainer died: whoever talks to it lets go at once.
+      absl::MutexLock io(&io_mu_);
+      absl::MutexLock lock(&mu_);
+      if (conn_.get() == old) Drop();
+    }
+    absl::MutexLock lock(&mu_);
+    if (conn_.get() >= 0) {
+      refused = absl::FailedPreconditionError(
+          absl::StrCat("a trainer is already attached to this daemon (pid ",
+                       trainer_pid_, ")"));
+    } else if (shutdown_) {
+      refused = absl::CancelledError("the daemon is shutting down");
+    }
+  }
+  if (!refused.ok()) {
+    ZSHARD_LOG_WARN("trainer refused",
+                    {{"error", std::string(refused.message())}});
+    (void)SendMessage(conn.get(),
+                      {{"type", "error"}, {"message", refused.message()}}, {},
+                      options_.io_timeout_ms);
+    return;
+  }
+  const absl::Status welcomed =
+      SendMessage(conn.get(),
+                  {{"type", "welcome"},
+                   {"version", kProtocolVersion},
+                   {"job", options_.job_name},
+                   {"pid", static_cast<int>(getpid())}},
+                  {}, options_.io_timeout_ms);
+  if (!welcomed.ok()) return;
+  absl::MutexLock lock(&mu_);
+  conn_ = std::move(conn);
+  trainer_pid_ = pid;
+  sent_generation_ = -1;
+  ++attach_count_;
+  ZSHARD_LOG_INFO("trainer attached", {{"pid", absl::StrCat(pid)}});
+}
+
+void TrainerHub::Drop() {
+  if (conn_.get() < 0) return;
+  ZSHARD_LOG_WARN("trainer detached", {{"pid", absl::StrCat(trainer_pid_)}});
+  conn_ = device::OwnedFd();
+  trainer_pid_ = 0;
+  sent_generation_ = -1;
+}
+
+absl::Status TrainerHub::WaitForTrainer(int64_t timeout_ms) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return shutdown_ || conn_.get() >= 0;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(timeout_ms));
+  if (shutdown_) return absl::CancelledError("the daemon is shutting down");
+  if (conn_.get() < 0) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("no trainer attached to ", options_.socket_path,
+                     " within ", timeout_ms, " ms"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BackwardDone> TrainerHub::RunBackward(
+    const TrainerLayout& layout, const TrainerStep& step, int64_t timeout_ms) {
+  absl::MutexLock io(&io_mu_);
+  const int fd = Conn();
+  bool send_layout = false;
+  {
+    absl::MutexLock lock(&mu_);
+    send_layout = sent_generation_ != layout.generation;
+  }
+  if (fd < 0) return absl::FailedPreconditionError("no trainer is attached");
+  auto fail = [this](const absl::Status& s) { return Fail(s); };
+  if (send_layout) {
+    if (layout.buffers.size() * 2 > device::kMaxPassedFds) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the trainer protocol carries at most ", device::kMaxPassedFds / 2,
+          " buffers, this plan has ", layout.buffers.size()));
+    }
+    nlohmann::json buffers = nlohmann::json::array();
+    std::vector<int> fds;
+    for (const TrainerBuffer& b : layout.buffers) {
+      nlohmann::json params = nlohmann::json::array();
+      for (const auto& [name, start] : b.param_starts) {
+        params.push_back({{"name", name}, {"start", start}});
+      }
+      buffers.push_back({{"param_dtype", plan::DTypeName(b.param_dtype)},
+                         {"grad_dtype", plan::DTypeName(b.grad_dtype)},
+                         {"expert", b.expert},
+                         {"numel", b.numel},
+                         {"params", std::move(params)}});
+      fds.push_back(b.param_fd);
+      fds.push_back(b.grad_fd);
+    }
+    const absl::Status sent = SendMessage(fd,
+                                          {{"type", "layout"},
+                                           {"generation", layout.generation},
+                                           {"buffers", std::move(buffers)}},
+                                          fds, options_.io_timeout_ms);
+    if (!sent.ok()) return fail(sent);
+    absl::MutexLock lock(&mu_);
+    sent_generation_ = layout.generation;
+  }
+  const absl::Status sent = SendMessage(fd,
+                                        {{"type", "step"},
+                                         {"step", step.step},
+                                         {"rank", step.rank},
+                                         {"world", step.world},
+                                         {"global_batch", step.global_batch},
+                                         {"lr", step.lr},
+                                         {"generation", layout.generation}},
+                                        {}, options_.io_timeout_ms);
+  if (!sent.ok()) return fail(sent);
+  absl::StatusOr<Message> reply = ReceiveMessage(fd, timeout_ms);
+  if (!reply.ok()) {
+    if (reply.status().code() == absl::StatusCode::kDeadlineExceeded) {
+      return fail(absl::DeadlineExceededError(
+          absl::StrCat("no backward_done for step ", step.step, " within ",
+                       timeout_ms, " ms")));
+    }
+    return fail(reply.status());
+  }
+  if (reply->type() != "backward_done" ||
+      reply->body.value("step", int64_t{-1}) != step.step) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("want backward_done of step ", step.step, ", got ",
+                     reply->body.dump().substr(0, 200))));
+  }
+  BackwardDone done;
+  auto loss = reply->body.find("loss");
+  if (loss != reply->body.end() && loss->is_number()) {
+    done.has_loss = true;
+    done.loss = loss->get<double>();
+  }
+  return done;
+}
+
+int TrainerHub::Conn() const {
+  absl::MutexLock lock(&mu_);
+  return conn_.get();
+}
+
+absl::Status TrainerHub::Fail(const absl::Status& why) {
+  absl::MutexLock lock(&mu_);
+  Drop();
+  return absl::UnavailableError(
+      absl::StrCat("the trainer left or broke the protocol: ", why.message()));
+}
+
+absl::StatusOr<std::vector<float>> TrainerHub::FetchInitialParams(
+    int64_t numel, int64_t timeout_ms) {
+  absl::MutexLock io(&io_mu_);
+  const int fd = Conn();
+  if (fd < 0) return absl::FailedPreconditionError("no trainer is attached");
+  ZSHARD_ASSIGN_OR_RETURN(
+      std::unique_ptr<device::SharedMemory> region,
+      device::SharedMemory::Create("zshard-initial-params",
+                                   static_cast<size_t>(numel) * 4));
+  const int fds[] = {region->fd()};
+  absl::Status sent = SendMessage(fd, {{"type", "init"}, {"numel", numel}}, fds,
+                                  options_.io_timeout_ms);
+  if (!sent.ok()) return Fail(sent);
+  absl::StatusOr<Message> reply = ReceiveMessage(fd, timeout_ms);
+  if (!reply.ok()) return Fail(reply.status());
+  if (reply->type() != "init_done") {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("want init_done, got '", reply->type(), "'")));
+  }
+  const float* values = static_cast<const float*>(region->data());
+  return std::vector<float>(values, values + numel);
+}
+
+void TrainerHub::SendResult(const TrainerStepResult& r) {
+  absl::MutexLock io(&io_mu_);
+  const int fd = Conn();
+  if (fd < 0) return;
+  nlohmann::json body = {{"type", "result"},
+                         {"step", r.step},
+                         {"applied", r.applied},
+                         {"grad_norm", r.grad_norm},
+                         {"loss", nullptr}};
+  if (r.loss) body["loss"] = *r.loss;
+  (void)SendMessage(fd, body, {}, options_.io_timeout_ms);
+}
+
+void TrainerHub::SendDone() {
+  absl::MutexLock io(&io_mu_);
+  absl::MutexLock lock(&mu_);
+  if (conn_.get() < 0) return;
+  (void)SendMessage(conn_.get(), {{"type", "done"}}, {},
+                    options_.io_timeout_ms);
+}
+
+bool TrainerHub::attached() const {
+  absl::MutexLock lock(&mu_);
+  return conn_.get() >= 0;
+}
+
+int64_t TrainerHub::attach_count() const {
+  absl::MutexLock lock(&mu_);
+  return attach_count_;
+}
+
+}  // namespace zshard::trainer

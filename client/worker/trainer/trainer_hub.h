@@ -1,0 +1,158 @@
+// TrainerHub: the daemon's end of the trainer socket (--trainer-socket). It
+// accepts one trainer process at a time, checks its hello (protocol
+// version, job, model against the job's spec), and runs each step's
+// exchange with it: the buffers' layout when they changed, the step, the
+// wait for its backward pass, the result. A second trainer, a trainer of
+// another job or of another model is refused with one error line, and the
+// attached one keeps training.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "client/worker/device/fd_passing.h"
+#include "common/plan/model_spec.h"
+#include "common/plan/plan.h"
+
+namespace zshard::trainer {
+
+struct TrainerHubOptions {
+  // Path of the Unix socket; a stale socket file there is replaced, a live
+  // one (another daemon answers) is refused. Required.
+  std::string socket_path;
+  // The job's name and model: a trainer's hello must match them.
+  std::string job_name;
+  plan::ModelSpec model;
+  // Bound on each message's exchange with a trainer that is attached and
+  // answering (not on its forward/backward pass). Default 10 s.
+  int64_t io_timeout_ms = 10000;
+};
+
+// One plan buffer as the trainer maps it: its dtypes, size, where each
+// param starts (elements) and the fds of its param and grad segments.
+struct TrainerBuffer {
+  plan::DType param_dtype = plan::DType::kBf16;
+  plan::DType grad_dtype = plan::DType::kBf16;
+  bool expert = false;
+  int64_t numel = 0;
+  std::vector<std::pair<std::string, int64_t>> param_starts;
+  int param_fd = -1;  // not owned
+  int grad_fd = -1;   // not owned
+};
+
+// The buffers of one epoch; a new generation is sent to the trainer before
+// its next step.
+struct TrainerLayout {
+  int64_t generation = 0;
+  std::vector<TrainerBuffer> buffers;
+};
+
+struct TrainerStep {
+  int64_t step = 0;  // 1-based
+  int rank = 0;
+  int world = 1;
+  int64_t global_batch = 1;
+  double lr = 0;
+};
+
+struct BackwardDone {
+  bool has_loss = false;
+  double loss = 0;  // this rank's summed loss
+};
+
+struct TrainerStepResult {
+  int64_t step = 0;
+  bool applied = false;
+  double grad_norm = 0;
+  std::optional<double> loss;  // the world's summed loss / B
+};
+
+// Thread-safe. Owns the listening socket (unlinked on destruction) and an
+// accept thread.
+class TrainerHub {
+ public:
+  static absl::StatusOr<std::unique_ptr<TrainerHub>> Start(
+      const TrainerHubOptions& options);
+  ~TrainerHub();
+  TrainerHub(const TrainerHub&) = delete;
+  TrainerHub& operator=(const TrainerHub&) = delete;
+
+  // Blocks until a trainer is attached, at most `timeout_ms`
+  // (DeadlineExceeded naming the socket) or until Shutdown (Cancelled).
+  absl::Status WaitForTrainer(int64_t timeout_ms);
+
+  // Sends `layout` (when this trainer has not seen its generation) and
+  // `step`, then waits for the trainer's backward_done, at most
+  // `timeout_ms`. Unavailable when the trainer left or broke the protocol
+  // (it is dropped; WaitForTrainer waits for the next one, which gets the
+  // layout again); FailedPrecondition when none is attached.
+  absl::StatusOr<BackwardDone> RunBackward(const TrainerLayout& layout,
+                                           const TrainerStep& step,
+                                           int64_t timeout_ms);
+
+  // The attached trainer's initial params: every param's values as fp32,
+  // flattened in registration order (`numel` in all), through a shared
+  // segment. Waits at most `timeout_ms`; Unavailable when the trainer left
+  // (dropped); FailedPrecondition when none is attached.
+  absl::StatusOr<std::vector<float>> FetchInitialParams(int64_t numel,
+                                                        int64_t timeout_ms);
+
+  // Sends the step's result to the attached trainer (dropped silently when
+  // it has gone: the next RunBackward notices).
+  void SendResult(const TrainerStepResult& result);
+
+  // Tells the attached trainer that the job's steps are done.
+  void SendDone();
+
+  // Wakes WaitForTrainer callers with Cancelled and stops accepting.
+  void Shutdown();
+
+  bool attached() const;
+  // Trainers attached so far (a restarted trainer counts again).
+  int64_t attach_count() const;
+
+ private:
+  explicit TrainerHub(TrainerHubOptions options);
+  absl::Status Listen();
+  void AcceptLoop();
+  // Reads and checks a new connection's hello; attaches it or answers with
+  // an error and closes it.
+  void Admit(device::OwnedFd conn);
+  // The reason to refuse `hello`, or OK.
+  absl::Status CheckHello(const nlohmann::json& hello) const;
+  void Drop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The attached trainer's fd (-1 when none) and the Unavailable status of
+  // a conversation that failed on it (which drops it).
+  int Conn() const;
+  absl::Status Fail(const absl::Status& why);
+
+  const TrainerHubOptions options_;
+  device::OwnedFd listen_fd_;
+  device::OwnedFd wake_fd_;  // eventfd: ends the accept loop
+  std::thread accept_thread_;
+
+  mutable absl::Mutex mu_;
+  device::OwnedFd conn_ ABSL_GUARDED_BY(mu_);
+  int trainer_pid_ ABSL_GUARDED_BY(mu_) = 0;
+  // Generation of the last layout this trainer got; -1: none.
+  int64_t sent_generation_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t attach_count_ ABSL_GUARDED_BY(mu_) = 0;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  // Serialises step exchanges (one conversation at a time).
+  absl::Mutex io_mu_;
+};
+
+// The reason a trainer's model (the job spec's model object it sent) does
+// not match the job's, naming the param and field; OK when it matches.
+absl::Status CheckTrainerModel(const plan::ModelSpec& job_model,
+                               const nlohmann::json& trainer_model);
+
+}  // namespace zshard::trainer

@@ -1,0 +1,69 @@
+// The trainer protocol: how a user's training process (python/zshard) and
+// its worker daemon talk over the daemon's Unix socket
+// (--trainer-socket). Every message is a frame: a 4-byte little-endian
+// length, then that many bytes of a JSON object with a "type"; file
+// descriptors (memfd segments of the buffers) ride with a frame's first
+// byte (SCM_RIGHTS).
+//
+//   trainer -> daemon  hello          {"version", "pid", "job" (or null),
+//                                      "model": the job spec's model object}
+//   daemon -> trainer  welcome        {"version", "job", "pid"} or
+//                      error          {"message"} and the socket closes
+//   daemon -> trainer  init           {"numel"} + 1 fd of numel * 4 bytes
+//   trainer -> daemon  init_done      {} (it wrote every param's values, fp32,
+//                                      flattened in registration order)
+//   daemon -> trainer  layout         {"generation", "buffers":
+//   [{"param_dtype",
+//                                      "grad_dtype", "expert", "numel",
+//                                      "params": [{"name", "start"}]}]}
+//                                     + 2 fds per buffer: params, grads
+//   daemon -> trainer  step           {"step", "rank", "world",
+//                                      "global_batch", "lr", "generation"}
+//   trainer -> daemon  backward_done  {"step", "loss" (a number or null)}
+//   daemon -> trainer  result         {"step", "applied", "grad_norm",
+//                                      "loss" (or null)}
+//   daemon -> trainer  done           {} (the job's steps are done)
+//   trainer -> daemon  detach         {}
+//
+// init comes once, when the job starts fresh (the daemon takes its initial
+// params from the trainer's model). A layout precedes the first step and every
+// step whose generation differs from the last layout's (a re-shard changed the
+// buffers). Param "start" is in elements of its buffer; a param of numel n
+// occupies [start, start + n).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "client/worker/device/fd_passing.h"
+#include "nlohmann/json.hpp"
+
+namespace zshard::trainer {
+
+// Bumped on any incompatible change; hello and welcome carry it.
+inline constexpr int kProtocolVersion = 1;
+
+// The largest frame either side accepts.
+inline constexpr uint32_t kMaxFrameBytes = 16 << 20;
+
+struct Message {
+  nlohmann::json body;  // an object with a string "type"
+  std::vector<device::OwnedFd> fds;
+  std::string type() const;
+};
+
+// Sends one frame with `fds` (at most device::kMaxPassedFds) attached.
+// Blocks at most `timeout_ms`; Unavailable when the peer has gone.
+absl::Status SendMessage(int socket, const nlohmann::json& body,
+                         absl::Span<const int> fds, int64_t timeout_ms);
+
+// Receives one frame. Blocks at most `timeout_ms` (DeadlineExceeded);
+// Unavailable when the peer closed; InvalidArgument for a frame that is too
+// large, not JSON or not an object with a string "type".
+absl::StatusOr<Message> ReceiveMessage(int socket, int64_t timeout_ms);
+
+}  // namespace zshard::trainer

@@ -1,0 +1,264 @@
+// TrainerHub against a trainer that speaks the protocol over a real Unix
+// socket and maps real shared segments: attach, refusals (a second
+// trainer, another job, another model), initial params, the step exchange
+// with its layout, a trainer that dies and one that comes back.
+#include "client/worker/trainer/trainer_hub.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "client/worker/device/shared_memory.h"
+#include "client/worker/trainer/trainer_protocol.h"
+#include "tests/testing/temp_dir.h"
+
+namespace zshard::trainer {
+namespace {
+
+constexpr int64_t kTimeoutMs = 10000;
+
+plan::ModelSpec JobModel() {
+  plan::ModelSpec m;
+  m.name = "m";
+  plan::ParamSpec a;
+  a.name = "w";
+  a.shape = {4, 3};
+  a.dtype = plan::DType::kFp32;
+  plan::ParamSpec b = a;
+  b.name = "b";
+  b.shape = {3};
+  m.params = {a, b};
+  return m;
+}
+
+nlohmann::json ModelJson(const plan::ModelSpec& m) {
+  return nlohmann::json::parse(plan::ModelSpecToJson(m));
+}
+
+// The trainer's side: a connected socket speaking the protocol.
+class Trainer {
+ public:
+  explicit Trainer(const std::string& path) {
+    fd_ = device::OwnedFd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    connected_ = connect(fd_.get(), reinterpret_cast<sockaddr*>(&addr),
+                         sizeof(addr)) == 0;
+  }
+  // Sends hello and returns the daemon's answer.
+  Message Hello(const nlohmann::json& model, const std::string& job = "") {
+    nlohmann::json hello = {{"type", "hello"},
+                            {"version", kProtocolVersion},
+                            {"pid", 4242},
+                            {"model", model}};
+    hello["job"] = job.empty() ? nlohmann::json() : nlohmann::json(job);
+    EXPECT_TRUE(SendMessage(fd_.get(), hello, {}, kTimeoutMs).ok());
+    return Receive();
+  }
+  Message Receive() {
+    absl::StatusOr<Message> m = ReceiveMessage(fd_.get(), kTimeoutMs);
+    EXPECT_TRUE(m.ok()) << m.status();
+    return m.ok() ? std::move(*m) : Message{};
+  }
+  void Send(const nlohmann::json& body) {
+    EXPECT_TRUE(SendMessage(fd_.get(), body, {}, kTimeoutMs).ok());
+  }
+  bool connected() const { return connected_; }
+  void Close() { fd_ = device::OwnedFd(); }
+
+ private:
+  device::OwnedFd fd_;
+  bool connected_ = false;
+};
+
+class TrainerHubTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TrainerHubOptions o;
+    o.socket_path = dir_.File("trainer.sock");
+    o.job_name = "job";
+    o.model = JobModel();
+    o.io_timeout_ms = kTimeoutMs;
+    absl::StatusOr<std::unique_ptr<TrainerHub>> hub = TrainerHub::Start(o);
+    ASSERT_TRUE(hub.ok()) << hub.status();
+    hub_ = std::move(*hub);
+  }
+  std::string path() const { return dir_.File("trainer.sock"); }
+
+  testing::TempDir dir_;
+  std::unique_ptr<TrainerHub> hub_;
+};
+
+TEST_F(TrainerHubTest, AttachesOneTrainerAndRefusesASecond) {
+  Trainer first(path());
+  ASSERT_TRUE(first.connected());
+  EXPECT_EQ(first.Hello(ModelJson(JobModel()), "job").type(), "welcome");
+  ASSERT_TRUE(hub_->WaitForTrainer(kTimeoutMs).ok());
+  EXPECT_EQ(hub_->attach_count(), 1);
+  Trainer second(path());
+  Message refused = second.Hello(ModelJson(JobModel()));
+  EXPECT_EQ(refused.type(), "error");
+  EXPECT_EQ(refused.body["message"],
+            "a trainer is already attached to this daemon (pid 4242)");
+  EXPECT_TRUE(hub_->attached());
+  EXPECT_EQ(hub_->attach_count(), 1);
+}
+
+TEST_F(TrainerHubTest, RefusesAnotherJobOrModelNamingIt) {
+  Trainer other_job(path());
+  Message m = other_job.Hello(ModelJson(JobModel()), "other");
+  EXPECT_EQ(m.type(), "error");
+  EXPECT_EQ(m.body["message"],
+            "the trainer is for job 'other', this daemon runs job 'job'");
+
+  plan::ModelSpec wrong = JobModel();
+  wrong.params[1].shape = {5};
+  Trainer bad_shape(path());
+  m = bad_shape.Hello(ModelJson(wrong));
+  EXPECT_EQ(m.body["message"],
+            "the trainer's model does not match the job's: param 1 'b' has "
+            "shape [5], the job's 'b' has [3]");
+
+  wrong = JobModel();
+  wrong.params.pop_back();
+  Trainer short_model(path());
+  m = short_model.Hello(ModelJson(wrong));
+  EXPECT_EQ(m.body["message"],
+            "the trainer's model does not match the job's: it has 1 params, "
+            "the job's has 2 (first missing: 'b')");
+  EXPECT_FALSE(hub_->attached());
+  EXPECT_EQ(hub_->WaitForTrainer(10).code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(TrainerHubTest, FetchesInitialParamsThroughASharedSegment) {
+  Trainer t(path());
+  ASSERT_EQ(t.Hello(ModelJson(JobModel())).type(), "welcome");
+  ASSERT_TRUE(hub_->WaitForTrainer(kTimeoutMs).ok());
+  std::thread trainer([&t] {
+    Message init = t.Receive();
+    ASSERT_EQ(init.type(), "init");
+    ASSERT_EQ(init.fds.size(), 1u);
+    const int64_t numel = init.body["numel"];
+    auto region = device::SharedMemory::Map(init.fds[0].get(), numel * 4);
+    ASSERT_TRUE(region.ok()) << region.status();
+    float* values = static_cast<float*>((*region)->data());
+    for (int64_t i = 0; i < numel; ++i) values[i] = 0.5f * i;
+    t.Send({{"type", "init_done"}});
+  });
+  absl::StatusOr<std::vector<float>> values =
+      hub_->FetchInitialParams(15, kTimeoutMs);
+  trainer.join();
+  ASSERT_TRUE(values.ok()) << values.status();
+  ASSERT_EQ(values->size(), 15u);
+  for (int i = 0; i < 15; ++i) EXPECT_EQ((*values)[i], 0.5f * i);
+}
+
+TEST_F(TrainerHubTest, StepsThroughSharedBuffersAndSurvivesATrainerRestart) {
+  auto params = device::SharedMemory::Create("params", 256 * 4);
+  auto grads = device::SharedMemory::Create("grads", 256 * 4);
+  ASSERT_TRUE(params.ok() && grads.ok());
+  TrainerLayout layout;
+  layout.generation = 7;
+  TrainerBuffer b;
+  b.param_dtype = b.grad_dtype = plan::DType::kFp32;
+  b.numel = 256;
+  b.param_starts = {{"b", 0}, {"w", 64}};
+  b.param_fd = (*params)->fd();
+  b.grad_fd = (*grads)->fd();
+  layout.buffers = {b};
+  static_cast<float*>((*params)->data())[64] = 3.0f;
+
+  // The trainer reads a param through its mapping and writes a grad.
+  auto run_trainer = [&](Trainer& t, int64_t step, bool expect_layout) {
+    Message first = t.Receive();
+    if (expect_layout) {
+      ASSERT_EQ(first.type(), "layout");
+      EXPECT_EQ(first.body["generation"], 7);
+      EXPECT_EQ(first.body["buffers"][0]["params"][1]["name"], "w");
+      ASSERT_EQ(first.fds.size(), 2u);
+      auto p = device::SharedMemory::Map(first.fds[0].get(), 256 * 4);
+      auto g = device::SharedMemory::Map(first.fds[1].get(), 256 * 4);
+      ASSERT_TRUE(p.ok() && g.ok());
+      const float w0 = static_cast<float*>((*p)->data())[64];
+      static_cast<float*>((*g)->data())[64] = 2 * w0 + step;
+      first = t.Receive();
+    }
+    ASSERT_EQ(first.type(), "step");
+    EXPECT_EQ(first.body["step"], step);
+    EXPECT_EQ(first.body["rank"], 1);
+    EXPECT_EQ(first.body["world"], 2);
+    t.Send({{"type", "backward_done"}, {"step", step}, {"loss", 1.25}});
+  };
+  TrainerStep step{1, 1, 2, 8, 0.01};
+
+  Trainer t1(path());
+  ASSERT_EQ(t1.Hello(ModelJson(JobModel())).type(), "welcome");
+  ASSERT_TRUE(hub_->WaitForTrainer(kTimeoutMs).ok());
+  std::thread trainer([&] { run_trainer(t1, 1, true); });
+  absl::StatusOr<BackwardDone> done =
+      hub_->RunBackward(layout, step, kTimeoutMs);
+  trainer.join();
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_TRUE(done->has_loss);
+  EXPECT_EQ(done->loss, 1.25);
+  EXPECT_EQ(static_cast<float*>((*grads)->data())[64], 7.0f);
+  hub_->SendResult({1, true, 0.5, 0.125});
+  Message result = t1.Receive();
+  EXPECT_EQ(result.type(), "result");
+  EXPECT_EQ(result.body["loss"], 0.125);
+
+  // The trainer dies before answering step 2: the hub says so at once.
+  step.step = 2;
+  std::thread dying([&] {
+    EXPECT_EQ(t1.Receive().type(), "step");
+    t1.Close();
+  });
+  done = hub_->RunBackward(layout, step, kTimeoutMs);
+  dying.join();
+  EXPECT_EQ(done.status().code(), absl::StatusCode::kUnavailable)
+      << done.status();
+  EXPECT_FALSE(hub_->attached());
+
+  // A new trainer resumes step 2 and gets the layout again.
+  Trainer t2(path());
+  ASSERT_EQ(t2.Hello(ModelJson(JobModel())).type(), "welcome");
+  ASSERT_TRUE(hub_->WaitForTrainer(kTimeoutMs).ok());
+  std::thread again([&] { run_trainer(t2, 2, true); });
+  done = hub_->RunBackward(layout, step, kTimeoutMs);
+  again.join();
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(static_cast<float*>((*grads)->data())[64], 8.0f);
+  EXPECT_EQ(hub_->attach_count(), 2);
+}
+
+TEST_F(TrainerHubTest, ALiveSocketIsRefusedAStaleOneReplaced) {
+  TrainerHubOptions o;
+  o.socket_path = path();
+  o.job_name = "job";
+  o.model = JobModel();
+  absl::StatusOr<std::unique_ptr<TrainerHub>> second = TrainerHub::Start(o);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().message(),
+            "trainer socket " + path() + " is in use by another process");
+  hub_.reset();  // unlinks
+  // A socket file nobody listens on (a daemon killed with SIGKILL).
+  device::OwnedFd stale(socket(AF_UNIX, SOCK_STREAM, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path().c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(bind(stale.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
+            0);
+  stale = device::OwnedFd();
+  ASSERT_EQ(access(path().c_str(), F_OK), 0);
+  absl::StatusOr<std::unique_ptr<TrainerHub>> third = TrainerHub::Start(o);
+  ASSERT_TRUE(third.ok()) << third.status();
+}
+
+}  // namespace
+}  // namespace zshard::trainer
