@@ -136,7 +136,8 @@ class EngineBuffers final : public ModelState {
                 std::unique_ptr<device::Device> device);
   absl::Status Allocate();
   absl::Status Initialize(const Workload& workload);
-  // A host buffer of at least `bytes` for ReadParam / WriteGrad.
+  // The staging buffer (host memory the device copies fast), grown to at
+  // least `bytes`, for ReadParam, WriteGrad and the initial values.
   absl::StatusOr<void*> Staging(int64_t bytes) const;
 
   const plan::ModelSpec model_;
