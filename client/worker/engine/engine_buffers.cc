@@ -60,12 +60,6 @@ absl::StatusOr<std::unique_ptr<EngineBuffers>> EngineBuffers::Create(
     const plan::ModelSpec& model, const plan::Plan& plan, int rank,
     const Workload& workload) {
   ZSHARD_RETURN_IF_ERROR(plan::CheckRank(plan, rank));
-  for (const plan::Buffer& b : plan.buffers) {
-    if (b.key.expert) {
-      return absl::InvalidArgumentError(
-          "step engine: expert buffers are not supported");
-    }
-  }
   std::unique_ptr<EngineBuffers> buffers(new EngineBuffers(model, plan, rank));
   ZSHARD_RETURN_IF_ERROR(
       CheckFitsInMemory(RequiredBytes(plan, buffers->rank_plan()), rank));

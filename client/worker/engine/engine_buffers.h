@@ -67,9 +67,10 @@ class EngineBuffers final : public ModelState {
  public:
   // Allocates the buffers of `rank` under `plan` (made from `model`), sets
   // every param from workload.InitialParam rounded to its dtype and every
-  // owned master to the rounded value; m and v start at 0.
-  // InvalidArgument for expert buffers (not supported by this engine) or a
-  // bad rank; ResourceExhausted when the buffers cannot be allocated.
+  // owned master to the rounded value; m and v start at 0. Expert buffers
+  // hold the experts of this rank's expert-parallel rank (engine_groups.h):
+  // `workload` must be this rank's. InvalidArgument for a bad rank;
+  // ResourceExhausted when the buffers cannot be allocated.
   static absl::StatusOr<std::unique_ptr<EngineBuffers>> Create(
       const plan::ModelSpec& model, const plan::Plan& plan, int rank,
       const Workload& workload);

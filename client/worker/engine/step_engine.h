@@ -1,5 +1,7 @@
 // StepEngine: one rank's ZeRO-1 step (DESIGN.md section 5): reduce-scatter
-// of each bucket's grads in the instance, all-reduce of the owned slices
+// of each bucket's grads in its shard group (the instance for dense
+// buffers, the expert shard group for expert ones: engine_groups.h),
+// all-reduce of the owned slices
 // across instances, the commit point (one world all-reduce of the
 // non-finite count, the squared norm and the stop flag), Adam on the owned
 // windows and the all-gather of each bucket overlapped with the next
@@ -20,6 +22,7 @@
 #include "client/worker/comm/kv_store.h"
 #include "client/worker/device/device_spec.h"
 #include "client/worker/engine/engine_buffers.h"
+#include "client/worker/engine/engine_groups.h"
 #include "client/worker/engine/step_telemetry.h"
 #include "client/worker/engine/workload.h"
 #include "client/worker/optim/cpu_adam.h"
@@ -92,8 +95,10 @@ struct EngineOptions {
 class StepEngine {
  public:
   // Allocates the buffers (initial params from `workload`), joins the
-  // intra-instance (D ranks) and, when I > 1, the inter-instance group's
-  // rendezvous; blocks until every peer has joined or the timeout passes.
+  // rendezvous of the intra-instance group (D ranks), with expert_parallel
+  // E > 1 the expert shard group (D / E ranks) and, when I > 1, the
+  // inter-instance group (engine_groups.h); blocks until every peer has
+  // joined or the timeout passes.
   // InvalidArgument for a bad config; the communicator's status otherwise.
   static absl::StatusOr<std::unique_ptr<StepEngine>> Create(
       const EngineConfig& config, const EngineOptions& options,
@@ -195,8 +200,7 @@ class StepEngine {
   const EngineConfig config_;
   const EngineOptions options_;
   std::unique_ptr<EngineBuffers> buffers_;
-  std::unique_ptr<comm::Communicator> intra_;  // null when D == 1
-  std::unique_ptr<comm::Communicator> inter_;  // null when I == 1
+  EngineGroups groups_;  // which communicator each buffer uses
   std::unique_ptr<optim::CpuAdam> adam_;
   optim::AdamHyper hyper_;
   int64_t step_ = 0;

@@ -109,29 +109,13 @@ absl::Status StepEngine::Connect() {
   adam_options.num_threads = options_.adam_threads;
   ZSHARD_ASSIGN_OR_RETURN(adam_, optim::CpuAdam::Create(adam_options));
 
-  const plan::Plan& plan = config_.plan;
-  const int d = plan.shard_group_size;
-  const int instance = config_.rank / d;
-  const int shard_rank = config_.rank % d;
   comm::CommOptions co;
   co.store = config_.store;
   co.timeout_ms = options_.comm_timeout_ms;
   co.hostname = options_.hostname;
   co.host_transport = options_.host_transport;
   co.chunk_bytes = options_.chunk_bytes;
-  if (d > 1) {
-    co.rank = shard_rank;
-    co.size = d;
-    co.group = absl::StrCat(config_.group_prefix, "/intra/", instance);
-    ZSHARD_ASSIGN_OR_RETURN(intra_, comm::CreateCommunicator(co));
-  }
-  if (plan.instances > 1) {
-    co.rank = instance;
-    co.size = plan.instances;
-    co.group = absl::StrCat(config_.group_prefix, "/inter/", shard_rank);
-    ZSHARD_ASSIGN_OR_RETURN(inter_, comm::CreateCommunicator(co));
-  }
-  return absl::OkStatus();
+  return groups_.Connect(config_.plan, config_.rank, config_.group_prefix, co);
 }
 
 absl::Status StepEngine::PublishParams() {
@@ -148,16 +132,13 @@ absl::Status StepEngine::PublishParams() {
       }
     }
   }
-  if (!intra_) return absl::OkStatus();
   for (size_t w = 0; w < windows.size(); ++w) {
+    if (groups_.shard_group(windows[w].buffer) == nullptr) continue;
     ZSHARD_RETURN_IF_ERROR(AllGather(static_cast<int>(w)));
   }
   return absl::OkStatus();
 }
 
-void StepEngine::Abort() {
-  if (intra_) intra_->Abort();
-  if (inter_) inter_->Abort();
-}
+void StepEngine::Abort() { groups_.Abort(); }
 
 }  // namespace zshard::engine

@@ -64,12 +64,14 @@ std::string RangeName(const engine::EngineBuffers& b, int param, int64_t begin,
   return absl::StrCat("param '", name, "' elements [", begin, ", ", end, ")");
 }
 
-// Copies every element that both buffers own from `from` into `to`.
+// Copies every element that both buffers own from `from` into `to`: of an
+// expert param, only when both hold the same expert-parallel rank's state.
 int64_t KeepLocal(const engine::EngineBuffers& from,
                   const ParamSpace& old_space, engine::EngineBuffers& to,
                   const ParamSpace& new_space, Coverage& coverage) {
   int64_t elements = 0;
   for (int p = 0; p < new_space.num_params(); ++p) {
+    if (old_space.expert_rank(p) != new_space.expert_rank(p)) continue;
     for (const Slice& ns : new_space.slices(p)) {
       for (const Slice& os : old_space.slices(p)) {
         const int64_t b = std::max(ns.begin, os.begin);
