@@ -44,9 +44,8 @@ absl::Status DumpMasters(const EngineBuffers& buffers, absl::string_view dir) {
           {"param_end", piece.param_end},
           {"file", file}};
       if (buffers.model().params[piece.param_index].expert) {
-        entry["expert_rank"] =
-            StateExpertRank(buffers.model(), buffers.plan(), rank,
-                            piece.param_index);
+        entry["expert_rank"] = StateExpertRank(buffers.model(), buffers.plan(),
+                                               rank, piece.param_index);
       }
       index.push_back(std::move(entry));
     }
@@ -86,7 +85,8 @@ absl::StatusOr<std::map<std::string, std::vector<float>>> LoadMasters(
           !e.contains("param_start") || !e["param_start"].is_number_integer() ||
           !e.contains("param_end") || !e["param_end"].is_number_integer() ||
           !e.contains("file") || !e["file"].is_string() ||
-          (e.contains("expert_rank") && !e["expert_rank"].is_number_integer())) {
+          (e.contains("expert_rank") &&
+           !e["expert_rank"].is_number_integer())) {
         return absl::InvalidArgumentError(
             absl::StrCat("master dump: malformed entry in '", name, "'"));
       }

@@ -59,9 +59,9 @@ ReferenceOptimizer::ReferenceOptimizer(const plan::ModelSpec& model,
               static_cast<size_t>(std::max(1, options.expert_parallel)),
               &init)) {}
 
-ReferenceOptimizer::ReferenceOptimizer(
-    const plan::ModelSpec& model, const Options& options,
-    const std::vector<const Workload*>& init)
+ReferenceOptimizer::ReferenceOptimizer(const plan::ModelSpec& model,
+                                       const Options& options,
+                                       const std::vector<const Workload*>& init)
     : model_(model), options_(options) {
   if (options.expert_parallel < 1 ||
       static_cast<int>(init.size()) != options.expert_parallel) {

@@ -133,7 +133,7 @@ absl::Status StepEngine::ReduceGradients(StepTelemetry& t) {
     const int64_t gb = plan::DTypeBytes(b.key.grad_dtype);
     ZSHARD_RETURN_IF_ERROR(
         inter->AllReduce(b.grads.data() + w.start * gb, w.size(),
-                          CommType(b.key.grad_dtype), comm::ReduceOp::kSum));
+                         CommType(b.key.grad_dtype), comm::ReduceOp::kSum));
   }
   t.times.inter_allreduce = Since(t0);
   return absl::OkStatus();
@@ -182,10 +182,10 @@ absl::Status StepEngine::AllGather(int w) {
   const int64_t pb = plan::DTypeBytes(b.key.param_dtype);
   const plan::Bucket& bucket =
       config_.plan.buffers[win.buffer].buckets[win.bucket];
-  return groups_.shard_group(win.buffer)->AllGather(
-      b.params.data() + win.start * pb,
-                           b.params.data() + bucket.start * pb, win.size(),
-                           CommType(b.key.param_dtype));
+  return groups_.shard_group(win.buffer)
+      ->AllGather(b.params.data() + win.start * pb,
+                  b.params.data() + bucket.start * pb, win.size(),
+                  CommType(b.key.param_dtype));
 }
 
 absl::Status StepEngine::UpdateAndGather(StepTelemetry& t, bool gather) {

@@ -26,7 +26,8 @@ SyntheticWorkload::SyntheticWorkload(const plan::ModelSpec& model,
     expert_.push_back(p.expert);
     offset += p.numel();
   }
-  expert_offset_ = static_cast<int64_t>(options.rank % expert_parallel_) * offset;
+  expert_offset_ =
+      static_cast<int64_t>(options.rank % expert_parallel_) * offset;
 }
 
 float SyntheticWorkload::RankGradient(int64_t i, int64_t t,
@@ -77,8 +78,8 @@ absl::StatusOr<double> SyntheticWorkload::Gradients(int64_t step,
       }
     } else {
       for (int64_t j = 0; j < numels_[p]; ++j) {
-        values[j] = RankGradient(offsets_[p] + j, step, o.global_batch,
-                                 o.world, o.rank);
+        values[j] = RankGradient(offsets_[p] + j, step, o.global_batch, o.world,
+                                 o.rank);
       }
     }
     state.WriteGrad(static_cast<int>(p), values);

@@ -63,8 +63,7 @@ absl::StatusOr<std::vector<Slice>> ParamSpace::Find(int param_index,
         from, ", ", end, ") are not held by these buffers"));
   };
   if (param_index < 0 || param_index >= num_params() ||
-      expert_rank != expert_rank_[param_index] ||
-      begin < 0 || end <= begin) {
+      expert_rank != expert_rank_[param_index] || begin < 0 || end <= begin) {
     return missing(begin);
   }
   std::vector<Slice> out;
