@@ -17,6 +17,8 @@
 #include "client/worker/engine/elements.h"
 #include "client/worker/engine/engine_groups.h"
 #include "client/worker/engine/master_dump.h"
+#include "client/worker/engine/workload_factory.h"
+#include "common/job/workload_model.h"
 #include "gtest/gtest.h"
 #include "tests/worker/engine/engine_cluster.h"
 #include "tests/worker/engine/expert_model.h"
@@ -243,6 +245,39 @@ TEST(ExpertWorkloadTest, ExpertRanksStartFromDifferentValues) {
   EXPECT_EQ(x0_e0[5], SyntheticWorkload::InitialValue(1005));
   EXPECT_EQ(x0_e1[5], SyntheticWorkload::InitialValue(1005 + total));
   EXPECT_NE(x0_e0, x0_e1);
+}
+
+// The job's expert_parallel reaches the synthetic workload (rank 1 of
+// E = 2 holds other experts than rank 0); what no workload can train is
+// refused with one line.
+TEST(ExpertWorkloadTest, FactoryPassesExpertParallelAndRefusesTheRest) {
+  job::JobSpec job;
+  job.model = testing::ExpertModel();
+  job.layout.expert_parallel = 2;
+  job.workload.kind = job::WorkloadKind::kSynthetic;
+  job.workload.global_batch = 8;
+  absl::StatusOr<std::unique_ptr<Workload>> r0 = MakeWorkload(job, 4, 0);
+  absl::StatusOr<std::unique_ptr<Workload>> r1 = MakeWorkload(job, 4, 1);
+  ASSERT_TRUE(r0.ok() && r1.ok());
+  std::vector<float> a(700), b(700);
+  (*r0)->InitialParam(1, absl::MakeSpan(a));
+  (*r1)->InitialParam(1, absl::MakeSpan(b));
+  EXPECT_EQ(a[0], SyntheticWorkload::InitialValue(1000));
+  EXPECT_EQ(b[0], SyntheticWorkload::InitialValue(1000 + job.model.numel()));
+  absl::Status odd = MakeWorkload(job, 3, 0).status();
+  EXPECT_EQ(odd.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(odd.message().find("expert_parallel"), absl::string_view::npos);
+
+  job::MlpShape shape;
+  job.model = job::RegressionModelSpec(shape);
+  job.workload.kind = job::WorkloadKind::kRegression;
+  EXPECT_TRUE(MakeWorkload(job, 4, 0).ok());
+  job.model.params[2].expert = true;
+  absl::Status moe = MakeWorkload(job, 4, 0).status();
+  EXPECT_EQ(moe.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(moe.message().find("fc2.weight"), absl::string_view::npos) << moe;
+  job.layout.expert_parallel = 1;
+  EXPECT_TRUE(MakeWorkload(job, 4, 0).ok());
 }
 
 // With gradients reduced in fp32 the reference of a given E does not
