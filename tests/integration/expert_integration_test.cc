@@ -6,9 +6,11 @@
 // where a SIGTERM'd rank hands its state over and a survivor's
 // expert-parallel rank changes (W 4 -> 2) ends with the reference of the
 // run's world history, and the live ledger's measured bytes equal the
-// planner's before and after it.
+// planner's before and after it. A checkpoint of an expert job restores
+// at another world.
 #include <signal.h>
 
+#include <filesystem>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -169,6 +171,50 @@ TEST(ExpertElasticTest, LeaveChangesASurvivorsExpertRankLive) {
   EXPECT_GT(*bytes, 0);
   EXPECT_EQ(LowerBoundInReason(moves[0].reason()), bytes) << moves[0].reason();
   ExpectReferenceMasters(run, 2);
+}
+
+// A finished expert job's checkpoint (world 2, I = 1, E = 2: expert shard
+// groups of one rank, step 20; its rank files record each range's expert
+// rank) restored by a new coordinator at world 4 (expert shard groups of
+// two): it resumes at step 20 and reaches the reference masters of 30
+// steps.
+TEST(ExpertElasticTest, CheckpointRestoresAtAnotherWorld) {
+  ElasticJob first = ExpertJob();
+  first.min_world = 2;
+  first.max_world = 2;
+  first.steps = 20;
+  first.step_delay_ms = 10;
+  first.checkpoint_dir = "ckpt";
+  first.checkpoint_every = 10;
+  ElasticRun a(first);
+  ASSERT_TRUE(a.Start().ok());
+  ASSERT_TRUE(a.StartWorkers(WorkerNames(2)).ok());
+  ExpectExitedZero(a, WorkerNames(2));
+  const std::string dir = a.job().checkpoint_dir + "/step-00000020";
+  ASSERT_TRUE(WaitFor(
+      [&] { return std::filesystem::exists(dir + "/manifest.json"); }, 10000))
+      << a.Diagnostics();
+  ExpectReferenceMasters(a, 2);
+
+  ElasticJob second = a.job();
+  second.min_world = 4;
+  second.max_world = 4;
+  second.steps = 30;
+  second.checkpoint_dir.clear();
+  second.checkpoint_every = 0;
+  ElasticRun b(second);
+  ASSERT_TRUE(b.Start({"--restore", dir}).ok()) << b.CoordinatorLog();
+  ASSERT_TRUE(b.StartWorkers(WorkerNames(4)).ok());
+  ExpectExitedZero(b, WorkerNames(4));
+  const std::vector<v1::Event> events = b.Events();
+  EXPECT_FALSE(EventsOfKind(events, "restore").empty())
+      << DescribeEvents(events);
+  for (const std::string& name : WorkerNames(4)) {
+    const std::string log = b.cluster().WorkerLog(name);
+    EXPECT_FALSE(LogContains(log, " step=1 ")) << "restarted from scratch";
+    EXPECT_TRUE(LogContains(log, " step=30 ")) << ReadLog(log);
+  }
+  ExpectReferenceMasters(b, 4, a.Schedule());
 }
 
 }  // namespace
