@@ -157,9 +157,9 @@ absl::StatusOr<StepEngine::CommitArray> StepEngine::Commit(double local_loss,
   // Every instance holds the same reduced gradients: divide by I so the
   // world sum counts each element once (a dense element is owned by one
   // rank per instance, an expert element of each expert-parallel rank by
-  // one rank per instance too). The loss comes from disjoint
-  // samples on every rank, so it is summed as is. The stop flag rides
-  // along, so stopping at a common step costs no extra collective.
+  // one rank per instance too). The loss comes from disjoint samples on
+  // every rank, so it is summed as is. The stop flag rides along, so
+  // stopping at a common step costs no extra collective.
   CommitArray values = {static_cast<float>(nonfinite / config_.plan.instances),
                         static_cast<float>(sq / config_.plan.instances),
                         static_cast<float>(local_loss),

@@ -1,13 +1,13 @@
 // StepEngine: one rank's ZeRO-1 step (DESIGN.md section 5): reduce-scatter
 // of each bucket's grads in its shard group (the instance for dense
 // buffers, the expert shard group for expert ones: engine_groups.h),
-// all-reduce of the owned slices
-// across instances, the commit point (one world all-reduce of the
-// non-finite count, the squared norm and the stop flag), Adam on the owned
-// windows and the all-gather of each bucket overlapped with the next
-// bucket's Adam; and what a transition needs: a stop at a common step, the
-// completion of a step left pending at its commit point, and an engine on
-// state moved in from another epoch.
+// all-reduce of the owned slices across instances, the commit point (one
+// world all-reduce of the non-finite count, the squared norm and the stop
+// flag), Adam on the owned windows and the all-gather of each bucket (in
+// its shard group) overlapped with the next bucket's Adam; and what a
+// transition needs: a stop at a common step, the completion of a step left
+// pending at its commit point, and an engine on state moved in from
+// another epoch.
 #pragma once
 
 #include <array>
