@@ -66,12 +66,6 @@ absl::StatusOr<std::unique_ptr<EngineBuffers>> EngineBuffers::Create(
     const plan::ModelSpec& model, const plan::Plan& plan, int rank,
     const Workload& workload, const device::DeviceSpec& device) {
   ZSHARD_RETURN_IF_ERROR(plan::CheckRank(plan, rank));
-  for (const plan::Buffer& b : plan.buffers) {
-    if (b.key.expert) {
-      return absl::InvalidArgumentError(
-          "step engine: expert buffers are not supported");
-    }
-  }
   ZSHARD_ASSIGN_OR_RETURN(std::unique_ptr<device::Device> dev,
                           device::OpenDevice(device));
   std::unique_ptr<EngineBuffers> buffers(

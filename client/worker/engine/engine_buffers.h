@@ -81,8 +81,9 @@ class EngineBuffers final : public ModelState {
   // Opens `device` and allocates the buffers of `rank` under `plan` (made
   // from `model`) on it, sets every param from workload.InitialParam rounded
   // to its dtype and every owned master to the rounded value; m and v start
-  // at 0. InvalidArgument for expert buffers (not supported by this engine)
-  // or a bad rank; the device's status when it cannot be opened;
+  // at 0. Expert buffers hold the experts of this rank's expert-parallel
+  // rank (engine_groups.h): `workload` must be this rank's. InvalidArgument
+  // for a bad rank; the device's status when it cannot be opened;
   // ResourceExhausted when the buffers do not fit in its memory.
   static absl::StatusOr<std::unique_ptr<EngineBuffers>> Create(
       const plan::ModelSpec& model, const plan::Plan& plan, int rank,

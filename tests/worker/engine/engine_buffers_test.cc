@@ -139,18 +139,16 @@ TEST(EngineBuffersTest, ParamsLargerThanOneStagingCopyRoundTrip) {
   EXPECT_EQ((*b)->memory().total(), (*b)->device().memory().device_total());
 }
 
-TEST(EngineBuffersTest, RejectsExpertBuffersAndBadRank) {
+TEST(EngineBuffersTest, RejectsBadRank) {
   plan::ModelSpec model = MixedModel();
   plan::PlanOptions po;
   po.world = 2;
   absl::StatusOr<plan::Plan> plan = plan::MakePlan(model, po);
   ASSERT_TRUE(plan.ok());
   SyntheticWorkload workload(model, {});
-  EXPECT_FALSE(EngineBuffers::Create(model, *plan, 2, workload).ok());
-  model.params[0].expert = true;
-  plan = plan::MakePlan(model, po);
-  ASSERT_TRUE(plan.ok());
-  EXPECT_EQ(EngineBuffers::Create(model, *plan, 0, workload).status().code(),
+  EXPECT_EQ(EngineBuffers::Create(model, *plan, 2, workload).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(EngineBuffers::Create(model, *plan, -1, workload).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
