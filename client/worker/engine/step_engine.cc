@@ -199,7 +199,6 @@ absl::Status StepEngine::UpdateAndGather(StepTelemetry& t, bool gather) {
         !gather_status.ok()) {
       continue;
     }
-    const int wi = static_cast<int>(w);
     auto gather = [this, wi]() {
       const auto g0 = Clock::now();
       absl::Status s = AllGather(wi);
