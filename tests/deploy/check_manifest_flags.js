@@ -169,7 +169,12 @@ async function runContainer(binary, argv, env) {
       clearTimeout(timer);
       if (!started) return;
       const last = output.trim().split('\n').pop() || '';
-      if (code === 2) {
+      // The worker checks its GPU after every flag parsed: on a machine
+      // without one, that line means the command line itself was accepted.
+      const noGpu = /: --device cuda(:\d+)?: (no usable CUDA device|this machine has \d+ CUDA device|this build has no CUDA support)/;
+      if (code === 2 && noGpu.test(last)) {
+        resolve({verdict: 'ok  ', detail: `accepted its command line (no GPU here: ${last})`});
+      } else if (code === 2) {
         resolve({verdict: 'FAIL', detail: `rejected its command line: ${last}`});
       } else if (signal) {
         resolve({verdict: 'ok  ', detail: 'accepted its command line (still running at the deadline)'});

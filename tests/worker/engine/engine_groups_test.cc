@@ -19,6 +19,7 @@
 #include "common/plan/ownership.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/worker/engine/buffer_readback.h"
 #include "tests/worker/engine/engine_cluster.h"
 #include "tests/worker/engine/expert_model.h"
 
@@ -159,18 +160,19 @@ TEST(EngineGroupsTest, ExpertParamsStartFromTheRanksExpertValues) {
     ASSERT_TRUE(b.ok()) << b.status();
     const int e = rank % 2;
     // x1 is the expert param at global elements [2000, 3500).
-    const std::vector<float> x1 = (*b)->ReadParam(3);
+    const std::vector<float> x1 = zshard::testing::Param(**b, 3);
     EXPECT_EQ(x1[7],
               RoundTo(plan::DType::kBf16,
                       SyntheticWorkload::InitialValue(2007 + e * total)));
-    const std::vector<float> d1 = (*b)->ReadParam(2);
+    const std::vector<float> d1 = zshard::testing::Param(**b, 2);
     EXPECT_EQ(d1[7], RoundTo(plan::DType::kBf16,
                              SyntheticWorkload::InitialValue(1707)));
     // Each owned master equals the param element it shadows.
     for (size_t w = 0; w < (*b)->windows().size(); ++w) {
       const WindowState& win = (*b)->windows()[w];
       for (const plan::Piece& piece : win.pieces) {
-        const std::vector<float> param = (*b)->ReadParam(piece.param_index);
+        const std::vector<float> param =
+            zshard::testing::Param(**b, piece.param_index);
         for (int64_t j = piece.start; j < piece.end; ++j) {
           ASSERT_EQ((*b)->master(static_cast<int>(w))[j - win.start],
                     param[piece.param_start + (j - piece.start)]);

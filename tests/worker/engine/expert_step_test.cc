@@ -20,6 +20,7 @@
 #include "client/worker/engine/workload_factory.h"
 #include "common/job/workload_model.h"
 #include "gtest/gtest.h"
+#include "tests/worker/engine/buffer_readback.h"
 #include "tests/worker/engine/engine_cluster.h"
 #include "tests/worker/engine/expert_model.h"
 
@@ -146,8 +147,8 @@ TEST_P(ExpertStepTest, MastersMatchUnshardedReference) {
     // expert-parallel rank, rounded.
     for (int r = 0; r < c.world; ++r) {
       const int e = StateExpertRank(model, plan, r, static_cast<int>(p));
-      const std::vector<float> param =
-          cluster.engines[r]->buffers().ReadParam(static_cast<int>(p));
+      const std::vector<float> param = zshard::testing::Param(
+          cluster.engines[r]->buffers(), static_cast<int>(p));
       for (size_t j = 0; j < param.size(); ++j) {
         ASSERT_EQ(param[j], RoundTo(c.dtype, got[e * param.size() + j]))
             << "rank " << r << " " << spec.name << "[" << j << "]";

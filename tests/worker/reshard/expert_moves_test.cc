@@ -23,6 +23,7 @@
 #include "client/worker/engine/master_dump.h"
 #include "client/worker/reshard/state_mover.h"
 #include "gtest/gtest.h"
+#include "tests/worker/engine/buffer_readback.h"
 #include "tests/worker/engine/engine_cluster.h"
 #include "tests/worker/engine/expert_model.h"
 #include "tests/worker/reshard/move_util.h"
@@ -40,21 +41,32 @@ float Pattern(int p, int e, int64_t j, int kind) {
   return kind == 0 ? base : kind == 1 ? -base / 4.f : base / 2.f;
 }
 
-// Calls fn(master, m, v, p, e, j) for every owned element of `b`.
+// Calls fn(master, m, v, p, e, j) for every owned element of `b`, on host
+// copies of its state that are written back afterwards.
 template <typename Fn>
 void ForEachOwned(engine::EngineBuffers& b, Fn fn) {
+  using engine::StateArray;
   for (size_t w = 0; w < b.windows().size(); ++w) {
-    engine::WindowState& win = b.windows()[w];
-    float* master = b.master(static_cast<int>(w));
+    const int wi = static_cast<int>(w);
+    const engine::WindowState& win = b.windows()[w];
+    std::vector<float> master =
+        zshard::testing::ReadArray(b, StateArray::kMaster, wi);
+    std::vector<float> m =
+        zshard::testing::ReadArray(b, StateArray::kExpAvg, wi);
+    std::vector<float> v =
+        zshard::testing::ReadArray(b, StateArray::kExpAvgSq, wi);
     for (const plan::Piece& piece : win.pieces) {
       const int e = engine::StateExpertRank(
           b.model(), b.plan(), b.rank_plan().rank, piece.param_index);
       for (int64_t i = piece.start; i < piece.end; ++i) {
         const int64_t at = i - win.start;
-        fn(master[at], win.exp_avg[at], win.exp_avg_sq[at], piece.param_index,
-           e, piece.param_start + (i - piece.start));
+        fn(master[at], m[at], v[at], piece.param_index, e,
+           piece.param_start + (i - piece.start));
       }
     }
+    zshard::testing::WriteArray(b, StateArray::kMaster, wi, master);
+    zshard::testing::WriteArray(b, StateArray::kExpAvg, wi, m);
+    zshard::testing::WriteArray(b, StateArray::kExpAvgSq, wi, v);
   }
 }
 
@@ -431,8 +443,8 @@ TEST_P(ExpertReshardTest, EngineOnMovedExpertStateTrainsToTheReference) {
     for (int r = 0; r < c.new_world; ++r) {
       const int e =
           engine::StateExpertRank(model, new_plan, r, static_cast<int>(p));
-      const std::vector<float> param =
-          cluster.engines[r]->buffers().ReadParam(static_cast<int>(p));
+      const std::vector<float> param = zshard::testing::Param(
+          cluster.engines[r]->buffers(), static_cast<int>(p));
       for (size_t j = 0; j < param.size(); ++j) {
         ASSERT_EQ(param[j], engine::RoundTo(plan::DType::kBf16,
                                             got[e * param.size() + j]))
