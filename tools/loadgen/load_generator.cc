@@ -16,6 +16,7 @@
 #include "grpcpp/client_context.h"
 #include "tools/loadgen/cpu_usage.h"
 #include "tools/loadgen/plan_watcher.h"
+#include "zshard/v1/dashboard_service.grpc.pb.h"
 #include "zshard/v1/worker_service.grpc.pb.h"
 
 namespace zshard::loadgen {
@@ -28,7 +29,24 @@ struct SimWorker {
   std::string worker_id;
   std::string token;
   std::unique_ptr<PlanWatcher> watcher;
+  // Set when the coordinator refused a heartbeat as DEAD, fenced or
+  // unknown (counted once).
+  std::atomic<bool> fenced{false};
+  bool killed = false;
 };
+
+// The highest epoch number the coordinator used so far (committed or
+// pending); -1 when it cannot be asked.
+int64_t LatestEpoch(const std::shared_ptr<grpc::Channel>& channel) {
+  auto stub = v1::DashboardService::NewStub(channel);
+  v1::GetClusterStatusRequest request;
+  v1::GetClusterStatusResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
+  if (!stub->GetClusterStatus(&context, request, &response).ok()) return -1;
+  return std::max(response.epoch(), response.pending_epoch());
+}
 
 std::chrono::system_clock::time_point DeadlineIn(int64_t ms) {
   return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
@@ -98,6 +116,8 @@ absl::StatusOr<LoadReport> RunLoad(
     stubs.push_back(v1::WorkerService::NewStub(channel));
   }
   LoadReport report;
+  report.workers = options.workers;
+  const int64_t epoch_before = LatestEpoch(channels.front());
   std::vector<SimWorker> workers(std::max(0, options.workers));
   for (size_t i = 0; i < workers.size(); ++i) {
     workers[i].stub = stubs[i % stubs.size()].get();
@@ -150,8 +170,7 @@ absl::StatusOr<LoadReport> RunLoad(
       start + std::chrono::milliseconds(options.warmup_ms);
   const auto end =
       measure_start + std::chrono::milliseconds(options.duration_ms);
-  const auto interval =
-      std::chrono::milliseconds(options.heartbeat_interval_ms);
+  const auto interval = std::chrono::milliseconds(options.heartbeat_ms);
   const size_t n = joined.size();
   double cpu0 = -1;
   double self0 = -1;
@@ -169,7 +188,13 @@ absl::StatusOr<LoadReport> RunLoad(
         measuring = true;
         cpu0 = CpuSecondsOr(options.coordinator_pid, -1);
         self0 = CpuSecondsOr(0, -1);
+        // The killed workers go silent at once, watches included.
+        for (size_t v = 0; v < n && static_cast<int>(v) < options.kill; ++v) {
+          joined[v]->killed = true;
+          if (joined[v]->watcher != nullptr) joined[v]->watcher->Cancel();
+        }
       }
+      if (joined[k]->killed) continue;
       struct Call {
         grpc::ClientContext context;
         v1::HeartbeatRequest request;
@@ -185,10 +210,16 @@ absl::StatusOr<LoadReport> RunLoad(
       std::atomic<int64_t>* ok_count = measuring ? &ok : nullptr;
       std::atomic<int64_t>* failed_count = measuring ? &failed : nullptr;
       in_flight.Add();
+      SimWorker* worker = joined[k];
       joined[k]->stub->async()->Heartbeat(
           &call->context, &call->request, &call->response,
-          [call, sink, ok_count, failed_count,
+          [call, sink, ok_count, failed_count, worker,
            &in_flight](grpc::Status status) {
+            const grpc::StatusCode code = status.error_code();
+            if (code == grpc::StatusCode::UNAUTHENTICATED ||
+                code == grpc::StatusCode::NOT_FOUND) {
+              worker->fenced.store(true);
+            }
             if (status.ok()) {
               sink->Add(std::chrono::duration_cast<std::chrono::microseconds>(
                             SteadyClock::now() - call->sent)
@@ -215,6 +246,11 @@ absl::StatusOr<LoadReport> RunLoad(
   if (self0 >= 0 && self1 >= 0) {
     report.loadgen_cpu_percent = 100.0 * (self1 - self0) / wall;
   }
+  const int64_t epoch_after = LatestEpoch(channels.front());
+  if (epoch_before >= 0 && epoch_after >= 0) {
+    report.proposals = epoch_after - epoch_before;
+  }
+  for (SimWorker* w : joined) report.fenced += w->fenced.load() ? 1 : 0;
   report.heartbeats_ok = ok.load();
   report.heartbeats_failed = failed.load();
   report.latency = stats.Summarize();
@@ -232,6 +268,7 @@ absl::StatusOr<LoadReport> RunLoad(
 
   if (options.leave) {
     for (SimWorker* w : joined) {
+      if (w->killed) continue;
       v1::LeaveRequest request;
       request.set_worker_id(w->worker_id);
       request.set_token(w->token);
@@ -246,27 +283,16 @@ absl::StatusOr<LoadReport> RunLoad(
 }
 
 nlohmann::json LoadReport::ToJson() const {
-  return {{"workers_joined", workers_joined},
-          {"join_failures", join_failures},
+  return {{"workers", workers},
+          {"joined", workers_joined},
           {"join_seconds", join_seconds},
-          {"duration_seconds", duration_seconds},
           {"heartbeats_ok", heartbeats_ok},
           {"heartbeats_failed", heartbeats_failed},
-          {"heartbeat_latency_ms",
-           {{"count", latency.count},
-            {"p50", latency.p50_ms},
-            {"p90", latency.p90_ms},
-            {"p99", latency.p99_ms},
-            {"max", latency.max_ms}}},
-          {"warmup_seconds", warmup_seconds},
-          {"warmup_heartbeat_latency_ms",
-           {{"count", warmup_latency.count},
-            {"p50", warmup_latency.p50_ms},
-            {"p99", warmup_latency.p99_ms},
-            {"max", warmup_latency.max_ms}}},
-          {"plan_updates", plan_updates},
-          {"acks", acks},
-          {"ack_failures", ack_failures},
+          {"p50_ms", latency.p50_ms},
+          {"p99_ms", latency.p99_ms},
+          {"warmup_p99_ms", warmup_latency.p99_ms},
+          {"fenced", fenced},
+          {"proposals", proposals},
           {"coordinator_cpu_percent", coordinator_cpu_percent},
           {"loadgen_cpu_percent", loadgen_cpu_percent}};
 }
@@ -277,12 +303,13 @@ std::string LoadReport::ToText() const {
       "heartbeats         %d ok, %d failed in %.1f s\n"
       "latency ms         p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n"
       "warm-up %.0f s       %d heartbeats, p50 %.3f  p99 %.3f  max %.3f ms\n"
-      "plan updates       %d, acks %d (%d failed)\n",
+      "plan updates       %d, acks %d (%d failed)\n"
+      "fenced             %d, proposals %d\n",
       workers_joined, join_failures, join_seconds, heartbeats_ok,
       heartbeats_failed, duration_seconds, latency.p50_ms, latency.p90_ms,
       latency.p99_ms, latency.max_ms, warmup_seconds, warmup_latency.count,
       warmup_latency.p50_ms, warmup_latency.p99_ms, warmup_latency.max_ms,
-      plan_updates, acks, ack_failures);
+      plan_updates, acks, ack_failures, fenced, proposals);
   if (coordinator_cpu_percent >= 0) {
     absl::StrAppendFormat(&out, "coordinator cpu    %.1f %% of one core\n",
                           coordinator_cpu_percent);
