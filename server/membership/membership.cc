@@ -45,6 +45,7 @@ Membership::Membership(job::JobSpec spec, Clock* clock, StateStore* store,
       store_(store),
       options_(options),
       members_(LeasePolicyOf(spec_, options)),
+      leases_(members_.leases()),
       checkpoints_(&spec_, options.write_manifest),
       history_(options.history_size),
       plans_(&spec_),
@@ -102,6 +103,7 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
   }
   // A phase restored from the store gets a whole timeout from now.
   m->phase_since_ms_ = clock->NowMs();
+  m->last_tick_ms_ = m->phase_since_ms_;
   m->ReconcileLocked();
   m->FlushLocked();
   return m;
@@ -166,12 +168,6 @@ absl::Status Membership::RestoreLocked(const StoredState& state) {
   return absl::OkStatus();
 }
 
-absl::Status Membership::CheckSession(const std::string& worker_id,
-                                      const std::string& token) {
-  absl::MutexLock lock(&mu_);
-  return members_.Session(worker_id, token).status();
-}
-
 absl::StatusOr<JoinReply> Membership::Join(const JoinArgs& args) {
   ZSHARD_RETURN_IF_ERROR(MemberTable::CheckJoinArgs(args));
   absl::MutexLock lock(&mu_);
@@ -187,50 +183,11 @@ absl::StatusOr<JoinReply> Membership::Join(const JoinArgs& args) {
   const Member& m = members_.Add(args, clock_->NowMs());
   JoinReply reply{m.worker_id, m.token, transition_.committed().epoch};
   batch_.Dirty(m.worker_id);
-  change_reason_ = absl::StrCat("member ", m.name, " joined");
+  ChangeLocked(absl::StrCat("member ", m.name, " joined"));
   EventLocked("join", absl::StrCat(change_reason_, " as ", m.worker_id));
   SaveMetaLocked();
   ReconcileLocked();
   ForgetGoneLocked();
-  FlushLocked();
-  return reply;
-}
-
-absl::StatusOr<HeartbeatReply> Membership::Heartbeat(
-    const std::string& worker_id, const std::string& token, int64_t epoch,
-    int64_t step) {
-  if (epoch < 0 || step < 0) {
-    return absl::InvalidArgumentError("epoch and step must be >= 0");
-  }
-  absl::MutexLock lock(&mu_);
-  ZSHARD_ASSIGN_OR_RETURN(Member * m, members_.Session(worker_id, token));
-  if (epoch >= transition_.next_epoch()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("epoch ", epoch, " was never proposed"));
-  }
-  members_.Heartbeat(*m, epoch, step, clock_->NowMs());
-  if (spec_.workload.steps > 0 && step >= spec_.workload.steps) {
-    CheckFinishedLocked();
-  }
-  const EpochPlan* proposal = transition_.proposal();
-  HeartbeatReply reply;
-  reply.epoch = transition_.committed().epoch;
-  reply.pending_epoch = transition_.pending_epoch();
-  reply.state = m->state;
-  if (failed_) {
-    reply.command = Command::kExit;
-    reply.job_failed = true;
-    reply.exit_reason = failure_reason_;
-  } else if (finished_) {
-    reply.command = Command::kExit;
-  } else if (m->state == MemberState::kDraining &&
-             (proposal == nullptr || RankIn(*proposal, m->worker_id) < 0) &&
-             RankIn(transition_.stable(), m->worker_id) < 0 &&
-             RankIn(transition_.committed(), m->worker_id) < 0) {
-    reply.command = Command::kDrain;
-  } else if (committed_broken_ && m->rank >= 0) {
-    reply.command = Command::kAbort;
-  }
   FlushLocked();
   return reply;
 }
@@ -272,9 +229,9 @@ absl::StatusOr<MemberState> Membership::ReportSuspect(
   std::string why = absl::StrCat("reported by ", reporter->name, ": ",
                                  MemberTable::ClipReason(reason));
   if (members_.SilentTooLong(*suspect, now)) {
-    change_reason_ =
-        absl::StrCat("member ", suspect->name, " suspect confirmed (silent ",
-                     members_.SilenceMs(*suspect, now), " ms)");
+    ChangeLocked(absl::StrCat("member ", suspect->name,
+                              " suspect confirmed (silent ",
+                              members_.SilenceMs(*suspect, now), " ms)"));
     GoneLocked(*suspect, MemberState::kDead,
                absl::StrCat("suspect confirmed, ", why));
     ReconcileLocked();
@@ -305,7 +262,7 @@ absl::StatusOr<bool> Membership::Leave(const std::string& worker_id,
     }
     return true;
   }
-  change_reason_ = absl::StrCat("member ", m->name, " left");
+  ChangeLocked(absl::StrCat("member ", m->name, " left"));
   GoneLocked(*m, MemberState::kLeft, why);
   ReconcileLocked();
   ForgetGoneLocked();
@@ -331,7 +288,7 @@ void Membership::DrainLocked(Member& m, const std::string& reason,
                              const std::string& event) {
   members_.MarkDraining(m, reason);
   batch_.Dirty(m.worker_id);
-  change_reason_ = change;
+  ChangeLocked(change);
   EventLocked("drain", event);
   const EpochPlan* proposal = transition_.proposal();
   if (proposal != nullptr && RankIn(*proposal, m.worker_id) >= 0) {
@@ -351,7 +308,7 @@ absl::StatusOr<int> Membership::SetTargetWorld(int world) {
   }
   absl::MutexLock lock(&mu_);
   target_world_ = world;
-  change_reason_ = absl::StrCat("target world set to ", world);
+  ChangeLocked(absl::StrCat("target world set to ", world));
   EventLocked("target", change_reason_);
   SaveMetaLocked();
   ReconcileLocked();
@@ -361,8 +318,17 @@ absl::StatusOr<int> Membership::SetTargetWorld(int world) {
 
 void Membership::Tick() {
   absl::MutexLock lock(&mu_);
-  for (const Expiry& e : members_.Expired(clock_->NowMs())) {
-    change_reason_ = e.change;
+  const int64_t now = clock_->NowMs();
+  if (options_.pause_grace_gap_ms > 0 && last_tick_ms_ >= 0 &&
+      now - last_tick_ms_ > options_.pause_grace_gap_ms) {
+    members_.RearmLeases(now);
+    EventLocked("pause",
+                absl::StrCat("no tick for ", now - last_tick_ms_,
+                             " ms: every live member gets one lease of grace"));
+  }
+  last_tick_ms_ = now;
+  for (const Expiry& e : members_.Expired(now)) {
+    ChangeLocked(e.change);
     GoneLocked(*members_.Find(e.worker_id), MemberState::kDead, e.reason);
   }
   CheckTransitionTimeoutsLocked();

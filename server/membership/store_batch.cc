@@ -49,7 +49,7 @@ void StoreBatch::Flush(const MemberTable& members) {
   if (store_ == nullptr) return;
   for (const std::string& id : dirty_) {
     const Member* m = members.Find(id);
-    if (m != nullptr) pending_.members.push_back(*m);
+    if (m != nullptr) pending_.members.push_back(MemberTable::Copy(*m));
   }
   dirty_.clear();
   if (pending_.empty()) return;

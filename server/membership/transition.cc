@@ -54,17 +54,24 @@ bool Membership::NeedsReplanLocked() const {
 
 void Membership::ReconcileLocked() {
   committed_broken_ = CommittedBrokenLocked();
-  if (transition_.proposal() != nullptr || finished_ || failed_) return;
-  const bool replan = committed_broken_ || NeedsReplanLocked();
-  int healthy = 0;
-  for (const auto& [id, m] : members_.all()) healthy += HealthyLocked(m);
-  int w = ChooseWorld(healthy, spec_.world, target_world_);
-  // Worlds the plan cannot be made for (e.g. expert_parallel not dividing
-  // D) are skipped downwards.
-  while (w > 0 && plans_.Hash(w).empty()) {
-    w -= spec_.world.instances;
-    if (w < spec_.world.min) w = 0;
+  if (finished_ || failed_ || SettlingLocked()) return;
+  const bool changed = settle_since_ms_ >= 0;
+  if (changed) {
+    gathered_ = settle_changes_;
+    settle_since_ms_ = -1;
+    settle_changes_ = 0;
   }
+  int healthy = 0;
+  const int w = TargetWorldLocked(&healthy);
+  const EpochPlan* proposal = transition_.proposal();
+  if (proposal != nullptr) {
+    // A proposal in flight is superseded, not queued behind, when a change
+    // since it alters its world; otherwise the change waits for it.
+    if (!changed || w == proposal->world || w == 0) return;
+    ++stats_.superseded;
+    AbandonLocked(absl::StrCat("superseded: ", ProposalReasonLocked()));
+  }
+  const bool replan = committed_broken_ || NeedsReplanLocked();
   const EpochPlan& committed = transition_.committed();
   if (committed.epoch > 0 && !committed_broken_) {
     if (!transition_.committed_stable()) return;  // change once stable
@@ -88,6 +95,7 @@ void Membership::ReconcileLocked() {
 }
 
 void Membership::ProposeLocked(int world) {
+  if (options_.planning_hook) options_.planning_hook();
   const EpochPlan& stable = transition_.stable();
   std::vector<RankCandidate> candidates;
   std::vector<const Member*> healthy;
@@ -108,7 +116,8 @@ void Membership::ProposeLocked(int world) {
   p.world_before = stable.world;
   p.instances = spec_.world.instances;
   p.plan_hash = plans_.Hash(world);
-  p.reason = change_reason_;
+  p.reason = ProposalReasonLocked();
+  gathered_ = 0;
   p.proposed_ms = WallTimeMs();
   int d = world / p.instances;
   auto slot_of = [](const Member& m, int rank, int d) {
@@ -411,7 +420,9 @@ void Membership::CheckFinishedLocked() {
   }
   for (int r = 0; r < committed.world; ++r) {
     const Member* m = members_.Find(committed.slots[r].worker_id);
-    if (m == nullptr || m->step < spec_.workload.steps) return;
+    if (m == nullptr || MemberTable::StepOf(*m) < spec_.workload.steps) {
+      return;
+    }
   }
   finished_ = true;
   SaveMetaLocked();
