@@ -19,8 +19,6 @@ Membership::HeartbeatFacts Membership::Facts() {
 void Membership::PublishFactsLocked() {
   HeartbeatFacts f;
   const EpochPlan& committed = transition_.committed();
-  const EpochPlan& stable = transition_.stable();
-  const EpochPlan* proposal = transition_.proposal();
   f.committed_epoch = committed.epoch;
   f.pending_epoch = transition_.pending_epoch();
   f.next_epoch = transition_.next_epoch();
@@ -32,8 +30,9 @@ void Membership::PublishFactsLocked() {
   for (const std::string& id : members_.draining()) {
     const Member* m = members_.Find(id);
     if (m == nullptr) continue;
-    const bool holds = (proposal != nullptr && RankIn(*proposal, id) >= 0) ||
-                       RankIn(stable, id) >= 0 || RankIn(committed, id) >= 0;
+    const bool holds = transition_.RankInProposal(id) >= 0 ||
+                       transition_.RankInStable(id) >= 0 ||
+                       transition_.RankInCommitted(id) >= 0;
     m->lease->drain_now.store(!holds);
   }
   absl::MutexLock lock(&facts_mu_);
@@ -73,10 +72,12 @@ absl::StatusOr<HeartbeatReply> Membership::Heartbeat(
   lease->Renew(epoch, step, clock_->NowMs());
   if (spec_.workload.steps > 0 && step >= spec_.workload.steps &&
       !facts.finished) {
-    // The end of the job (once per rank): this one takes the lock.
-    absl::MutexLock lock(&mu_);
-    CheckFinishedLocked();
-    FlushLocked();
+    {
+      // The end of the job (once per rank): this one takes the lock.
+      Change lock(this);
+      CheckFinishedLocked();
+      FlushLocked();
+    }
     facts = Facts();
   }
   HeartbeatReply reply;

@@ -50,6 +50,7 @@ Membership::Membership(job::JobSpec spec, Clock* clock, StateStore* store,
       history_(options.history_size),
       plans_(&spec_),
       batch_(store),
+      writer_(store),
       updates_(options.update_log_size),
       events_(EventLogOptions{options.event_log_size}) {}
 
@@ -106,6 +107,7 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
   m->last_tick_ms_ = m->phase_since_ms_;
   m->ReconcileLocked();
   m->FlushLocked();
+  m->writer_.WaitApplied(m->last_ticket_);
   return m;
 }
 
@@ -170,7 +172,7 @@ absl::Status Membership::RestoreLocked(const StoredState& state) {
 
 absl::StatusOr<JoinReply> Membership::Join(const JoinArgs& args) {
   ZSHARD_RETURN_IF_ERROR(MemberTable::CheckJoinArgs(args));
-  absl::MutexLock lock(&mu_);
+  Change lock(this);
   Member* prev = members_.FindLive(args.name);
   size_t live = members_.live_count() - (prev == nullptr ? 0 : 1);
   if (live >= static_cast<size_t>(options_.max_live_members)) {
@@ -196,7 +198,7 @@ absl::StatusOr<MemberState> Membership::ReportSuspect(
     const std::string& worker_id, const std::string& token, int64_t epoch,
     const std::string& suspect_id, int suspect_rank,
     const std::string& reason) {
-  absl::MutexLock lock(&mu_);
+  Change lock(this);
   ZSHARD_ASSIGN_OR_RETURN(Member * reporter,
                           members_.Session(worker_id, token));
   ZSHARD_RETURN_IF_ERROR(transition_.CheckEpoch(epoch));
@@ -245,12 +247,12 @@ absl::StatusOr<MemberState> Membership::ReportSuspect(
 absl::StatusOr<bool> Membership::Leave(const std::string& worker_id,
                                        const std::string& token,
                                        const std::string& reason) {
-  absl::MutexLock lock(&mu_);
+  Change lock(this);
   ZSHARD_ASSIGN_OR_RETURN(Member * m, members_.Session(worker_id, token));
   const std::string why =
       reason.empty() ? "left" : MemberTable::ClipReason(reason);
   if (HoldsState() && !finished_ && !failed_ &&
-      RankIn(transition_.stable(), m->worker_id) >= 0) {
+      transition_.RankInStable(m->worker_id) >= 0) {
     // It holds state of the stable epoch: hand it over first.
     if (m->state != MemberState::kDraining) {
       const std::string change =
@@ -271,7 +273,7 @@ absl::StatusOr<bool> Membership::Leave(const std::string& worker_id,
 }
 
 absl::Status Membership::Drain(const std::string& name) {
-  absl::MutexLock lock(&mu_);
+  Change lock(this);
   Member* m = members_.FindLive(name);
   if (m == nullptr) {
     return absl::NotFoundError(
@@ -290,8 +292,7 @@ void Membership::DrainLocked(Member& m, const std::string& reason,
   batch_.Dirty(m.worker_id);
   ChangeLocked(change);
   EventLocked("drain", event);
-  const EpochPlan* proposal = transition_.proposal();
-  if (proposal != nullptr && RankIn(*proposal, m.worker_id) >= 0) {
+  if (transition_.RankInProposal(m.worker_id) >= 0) {
     AbandonLocked(change_reason_);
   }
   ReconcileLocked();
@@ -306,7 +307,7 @@ absl::StatusOr<int> Membership::SetTargetWorld(int world) {
         absl::StrCat("target world ", world, " must be 0 or a multiple of ",
                      w.instances, " in [", w.min, ", ", w.max, "]"));
   }
-  absl::MutexLock lock(&mu_);
+  Change lock(this);
   target_world_ = world;
   ChangeLocked(absl::StrCat("target world set to ", world));
   EventLocked("target", change_reason_);
@@ -317,7 +318,7 @@ absl::StatusOr<int> Membership::SetTargetWorld(int world) {
 }
 
 void Membership::Tick() {
-  absl::MutexLock lock(&mu_);
+  Change lock(this);
   const int64_t now = clock_->NowMs();
   if (options_.pause_grace_gap_ms > 0 && last_tick_ms_ >= 0 &&
       now - last_tick_ms_ > options_.pause_grace_gap_ms) {
@@ -345,8 +346,8 @@ void Membership::GoneLocked(Member& m, MemberState state,
               absl::StrCat("member ", m.name, ": ", reason));
   // The proposal needs it as a rank or as a source of moves.
   const EpochPlan* proposal = transition_.proposal();
-  if (proposal != nullptr && (RankIn(*proposal, m.worker_id) >= 0 ||
-                              RankIn(transition_.stable(), m.worker_id) >= 0)) {
+  if (proposal != nullptr && (transition_.RankInProposal(m.worker_id) >= 0 ||
+                              transition_.RankInStable(m.worker_id) >= 0)) {
     AbandonLocked(absl::StrCat("member ", m.name, ": ", reason));
   }
 }
@@ -356,11 +357,10 @@ bool Membership::HealthyLocked(const Member& m) const {
 }
 
 void Membership::ForgetGoneLocked() {
-  const EpochPlan* proposal = transition_.proposal();
   auto pinned = [&](const std::string& id) {
-    return RankIn(transition_.committed(), id) >= 0 ||
-           RankIn(transition_.stable(), id) >= 0 ||
-           (proposal != nullptr && RankIn(*proposal, id) >= 0);
+    return transition_.RankInCommitted(id) >= 0 ||
+           transition_.RankInStable(id) >= 0 ||
+           transition_.RankInProposal(id) >= 0;
   };
   for (const std::string& id :
        members_.Forget(options_.max_gone_members, pinned)) {

@@ -37,6 +37,7 @@
 #include "server/membership/plan_update_log.h"
 #include "server/membership/reshard_history.h"
 #include "server/membership/store_batch.h"
+#include "server/membership/store_writer.h"
 #include "server/membership/types.h"
 #include "server/membership/world_plans.h"
 #include "server/store/state_store.h"
@@ -354,8 +355,30 @@ class Membership {
                          bool moves_unchanged, const std::string& outcome)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SaveMetaLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes the pending batch; logs (never crashes) on failure.
+  // Publishes the heartbeat facts and queues the pending batch for the
+  // store writer (see Change: the change's caller waits until it is
+  // durable after releasing the lock).
   void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // The lock of a change: holds mu_ for its scope, then, released, waits
+  // until the change's store writes are durable (group commit).
+  class ABSL_SCOPED_LOCKABLE Change {
+   public:
+    explicit Change(Membership* m) ABSL_EXCLUSIVE_LOCK_FUNCTION(m->mu_)
+        : m_(m) {
+      m_->mu_.Lock();
+    }
+    ~Change() ABSL_UNLOCK_FUNCTION() {
+      const int64_t ticket = m_->last_ticket_;
+      m_->mu_.Unlock();
+      m_->writer_.WaitApplied(ticket);
+    }
+    Change(const Change&) = delete;
+    Change& operator=(const Change&) = delete;
+
+   private:
+    Membership* const m_;
+  };
 
   const job::JobSpec spec_;
   Clock* const clock_;
@@ -389,6 +412,9 @@ class Membership {
   server::ReshardHistory history_ ABSL_GUARDED_BY(mu_);
   WorldPlans plans_ ABSL_GUARDED_BY(mu_);
   StoreBatch batch_ ABSL_GUARDED_BY(mu_);
+  StoreWriter writer_;
+  // The ticket of the last write queued (0: none).
+  int64_t last_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   // Counters of transitions (the rest of Stats() is read from the parts).
   MembershipStats stats_ ABSL_GUARDED_BY(mu_);
   // The job failed (no more proposals); why.

@@ -3,6 +3,7 @@
 // the resolved resume point, ACTIVE acks, stable, abandon). The phases and
 // their records are EpochTransition's.
 #include <algorithm>
+#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -104,7 +105,7 @@ void Membership::ProposeLocked(int world) {
     healthy.push_back(&m);
     // Ranks of the stable epoch: that is where the state is (before the
     // first stable epoch no one holds state: keep the committed ranks).
-    int prev = stable.epoch > 0 ? RankIn(stable, id) : m.rank;
+    int prev = stable.epoch > 0 ? transition_.RankInStable(id) : m.rank;
     candidates.push_back(
         {id, prev, m.state == MemberState::kSpare, m.join_seq});
   }
@@ -289,7 +290,12 @@ void Membership::CommitLocked() {
     RecordEpochLocked(transition_.committed(), EpochStatus::kBroken, true,
                       "broken");
   }
-  auto rank_of = [&p](const std::string& id) { return RankIn(p, id); };
+  std::unordered_map<std::string, int> ranks;
+  for (int r = 0; r < p.world; ++r) ranks.emplace(p.slots[r].worker_id, r);
+  auto rank_of = [&ranks](const std::string& id) {
+    auto it = ranks.find(id);
+    return it == ranks.end() ? -1 : it->second;
+  };
   for (const std::string& id : members_.Place(rank_of)) batch_.Dirty(id);
   p.committed_ms = clock_->NowMs();
   phase_since_ms_ = p.committed_ms;
@@ -349,7 +355,7 @@ absl::StatusOr<PlanPhase> Membership::AckPrepared(const std::string& worker_id,
   if (ack.commit_values.size() > 64) {
     return absl::InvalidArgumentError("more than 64 commit values");
   }
-  absl::MutexLock lock(&mu_);
+  Change lock(this);
   ZSHARD_ASSIGN_OR_RETURN(Member * m, members_.Session(worker_id, token));
   const EpochPlan& committed = transition_.committed();
   if (epoch == committed.epoch && epoch > 0) {
@@ -367,8 +373,8 @@ absl::StatusOr<PlanPhase> Membership::AckPrepared(const std::string& worker_id,
         absl::StrCat("epoch ", epoch, " is not proposed (committed epoch ",
                      committed.epoch, ")"));
   }
-  if (RankIn(*proposal, m->worker_id) < 0 &&
-      RankIn(transition_.stable(), m->worker_id) < 0) {
+  if (transition_.RankInProposal(m->worker_id) < 0 &&
+      transition_.RankInStable(m->worker_id) < 0) {
     return PlanPhase::kProposed;  // neither a rank nor a sender
   }
   members_.RaiseStep(*m, ack.step);
@@ -389,7 +395,7 @@ absl::StatusOr<PlanPhase> Membership::AckPrepared(const std::string& worker_id,
 absl::StatusOr<PlanPhase> Membership::AckActive(const std::string& worker_id,
                                                 const std::string& token,
                                                 int64_t epoch) {
-  absl::MutexLock lock(&mu_);
+  Change lock(this);
   ZSHARD_ASSIGN_OR_RETURN(Member * m, members_.Session(worker_id, token));
   const EpochPlan& committed = transition_.committed();
   if (epoch != committed.epoch || epoch == 0) {
@@ -398,7 +404,9 @@ absl::StatusOr<PlanPhase> Membership::AckActive(const std::string& worker_id,
                      committed.epoch, ")"));
   }
   if (transition_.committed_stable()) return PlanPhase::kStable;
-  if (RankIn(committed, m->worker_id) < 0) return PlanPhase::kCommitted;
+  if (transition_.RankInCommitted(m->worker_id) < 0) {
+    return PlanPhase::kCommitted;
+  }
   if (!transition_.AckActive(m->worker_id)) return PlanPhase::kCommitted;
   StableLocked();
   ReconcileLocked();

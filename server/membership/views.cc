@@ -141,7 +141,8 @@ void Membership::SaveMetaLocked() {
 
 void Membership::FlushLocked() {
   PublishFactsLocked();
-  batch_.Flush(members_);
+  const int64_t ticket = writer_.Enqueue(batch_.Take(members_));
+  if (ticket > 0) last_ticket_ = ticket;
 }
 
 }  // namespace zshard::server

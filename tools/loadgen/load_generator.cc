@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -52,29 +53,76 @@ std::chrono::system_clock::time_point DeadlineIn(int64_t ms) {
   return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
 }
 
-// Joins workers [begin, end) with blocking calls.
-void JoinRange(const LoadOptions& options, int begin, int end,
-               std::vector<SimWorker>* workers,
-               std::atomic<int64_t>* failures) {
-  for (int i = begin; i < end; ++i) {
-    v1::WorkerService::Stub* stub = (*workers)[i].stub;
-    v1::JoinRequest request;
-    request.set_name(absl::StrCat(options.name_prefix, i));
-    request.set_address(absl::StrCat("127.0.0.1:", 20000 + i));
-    (*request.mutable_labels())["node"] = absl::StrCat("node-", i / 8);
-    request.mutable_device()->set_kind("cpu");
-    v1::JoinResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(10000));
-    grpc::Status status = stub->Join(&context, request, &response);
-    if (!status.ok()) {
-      failures->fetch_add(1);
-      continue;
-    }
-    (*workers)[i].worker_id = response.worker_id();
-    (*workers)[i].token = response.token();
+// Joins every worker with callback-API calls, at most `window` in flight
+// (a completion starts the next join), as a storm of real workers would.
+class Joiner : public std::enable_shared_from_this<Joiner> {
+ public:
+  Joiner(const LoadOptions& options, std::vector<SimWorker>* workers)
+      : options_(options), workers_(workers) {}
+
+  // Returns once every join finished; the failures.
+  int64_t Run(int window) {
+    const int n = static_cast<int>(workers_->size());
+    for (int k = 0; k < std::min(window, n); ++k) Next();
+    absl::MutexLock lock(&mu_);
+    auto all = [this, n]()
+                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_ == n; };
+    mu_.Await(absl::Condition(&all));
+    return failures_;
   }
-}
+
+ private:
+  struct Call {
+    int index = 0;
+    grpc::ClientContext context;
+    v1::JoinRequest request;
+    v1::JoinResponse response;
+  };
+
+  // Starts the next join, if any is left.
+  void Next() {
+    int i = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      if (next_ >= static_cast<int>(workers_->size())) return;
+      i = next_++;
+    }
+    auto call = std::make_shared<Call>();
+    call->index = i;
+    call->request.set_name(absl::StrCat(options_.name_prefix, i));
+    call->request.set_address(absl::StrCat("127.0.0.1:", 20000 + i));
+    (*call->request.mutable_labels())["node"] = absl::StrCat("node-", i / 8);
+    call->request.mutable_device()->set_kind("cpu");
+    call->context.set_deadline(DeadlineIn(30000));
+    (*workers_)[i].stub->async()->Join(
+        &call->context, &call->request, &call->response,
+        [self = shared_from_this(), call](grpc::Status status) {
+          self->Done(call->index, call->response, status);
+        });
+  }
+
+  void Done(int index, const v1::JoinResponse& response,
+            const grpc::Status& status) {
+    SimWorker& w = (*workers_)[index];
+    if (status.ok()) {
+      w.worker_id = response.worker_id();
+      w.token = response.token();
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      ++done_;
+      if (!status.ok()) ++failures_;
+    }
+    Next();
+  }
+
+  const LoadOptions& options_;
+  std::vector<SimWorker>* const workers_;
+  absl::Mutex mu_;
+  int next_ ABSL_GUARDED_BY(mu_) = 0;
+  int done_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
+};
 
 // Tracks heartbeats in flight so the run can drain them at the end.
 class InFlight {
@@ -125,21 +173,10 @@ absl::StatusOr<LoadReport> RunLoad(
 
   // Join.
   const auto join_start = SteadyClock::now();
-  std::atomic<int64_t> join_failures{0};
-  {
-    std::vector<std::thread> threads;
-    const int n = std::max(1, options.join_threads);
-    for (int t = 0; t < n; ++t) {
-      int begin = options.workers * t / n;
-      int end = options.workers * (t + 1) / n;
-      threads.emplace_back(JoinRange, std::cref(options), begin, end, &workers,
-                           &join_failures);
-    }
-    for (std::thread& t : threads) t.join();
-  }
+  report.join_failures = std::make_shared<Joiner>(options, &workers)
+                             ->Run(std::max(1, options.joins_in_flight));
   report.join_seconds =
       std::chrono::duration<double>(SteadyClock::now() - join_start).count();
-  report.join_failures = join_failures.load();
   std::vector<SimWorker*> joined;
   for (SimWorker& w : workers) {
     if (!w.worker_id.empty()) joined.push_back(&w);

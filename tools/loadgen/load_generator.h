@@ -34,8 +34,9 @@ struct LoadOptions {
   // measurement starts, as if killed at once; the others must survive.
   // Default 0.
   int kill = 0;
-  // Threads issuing the joins. Default 16.
-  int join_threads = 16;
+  // Joins in flight at once (callback-API calls; a completion starts the
+  // next). Default 256.
+  int joins_in_flight = 256;
   // Worker names are prefix + index. Default "loadgen-".
   std::string name_prefix = "loadgen-";
   // Open a WatchPlan stream per worker and ack transitions. Default true.
