@@ -52,7 +52,7 @@ struct MembershipOptions {
   // DEAD. 0: 1.5 heartbeat intervals.
   int64_t suspect_grace_ms = 0;
   // Joins beyond this many live members get ResourceExhausted.
-  int max_live_members = 10000;
+  int max_live_members = 32768;
   // DEAD/LEFT records kept (oldest forgotten first).
   int max_gone_members = 1024;
   // Spares listed in a plan update (after the ranks); the rest are only
