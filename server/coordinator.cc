@@ -188,6 +188,9 @@ std::string Coordinator::RenderMetrics() {
       "zshard_transitions_total{outcome=\"proposed\"} ", s.proposals, "\n",
       "zshard_transitions_total{outcome=\"committed\"} ", s.commits, "\n",
       "zshard_transitions_total{outcome=\"abandoned\"} ", s.abandons, "\n",
+      // Abandoned because a later change altered their world (a part of
+      // "abandoned").
+      "zshard_transitions_total{outcome=\"superseded\"} ", s.superseded, "\n",
       "# HELP zshard_rendezvous_bytes Bytes held by the rendezvous store.\n",
       "# TYPE zshard_rendezvous_bytes gauge\n", "zshard_rendezvous_bytes ",
       kv_->TotalBytes(), "\n");
