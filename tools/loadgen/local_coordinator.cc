@@ -118,6 +118,7 @@ absl::StatusOr<std::unique_ptr<LocalCoordinator>> LocalCoordinator::Start(
     int status = 0;
     if (waitpid(pid, &status, WNOHANG) == pid) {
       c->pid_ = 0;
+      c->dir_.clear();  // kept: it holds the log
       return absl::FailedPreconditionError(
           absl::StrCat("the coordinator exited at start; its log is ", log));
     }
@@ -125,6 +126,7 @@ absl::StatusOr<std::unique_ptr<LocalCoordinator>> LocalCoordinator::Start(
         std::chrono::system_clock::now() + std::chrono::milliseconds(200);
     if (channel->WaitForConnected(step)) break;
     if (std::chrono::system_clock::now() > give_up) {
+      c->dir_.clear();  // kept: it holds the log
       return absl::FailedPreconditionError(
           absl::StrCat("the coordinator did not answer in ",
                        options.start_timeout_ms, " ms; its log is ", log));
