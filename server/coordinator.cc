@@ -1,6 +1,7 @@
 // Coordinator assembly: store, membership, gRPC server, ticker, metrics.
 #include "server/coordinator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -79,6 +80,14 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   }
   std::unique_ptr<Coordinator> c(new Coordinator());
   c->options_ = std::move(options);
+  if (c->options_.clock == nullptr &&
+      c->options_.membership.pause_grace_gap_ms == 0) {
+    // On the real clock, a tick that came this late could not hear the
+    // heartbeats in between: every member gets one lease of grace rather
+    // than a false death. (A fake clock's jumps are the test's.)
+    c->options_.membership.pause_grace_gap_ms = std::max<int64_t>(
+        {1000, 20 * c->options_.tick_interval_ms, spec.heartbeat_interval_ms});
+  }
   if (c->options_.clock == nullptr) c->options_.clock = RealClock::Get();
   if (!c->options_.membership.write_manifest) {
     c->options_.membership.write_manifest = WriteManifestFile;
@@ -179,6 +188,9 @@ std::string Coordinator::RenderMetrics() {
       "zshard_transitions_total{outcome=\"proposed\"} ", s.proposals, "\n",
       "zshard_transitions_total{outcome=\"committed\"} ", s.commits, "\n",
       "zshard_transitions_total{outcome=\"abandoned\"} ", s.abandons, "\n",
+      // Abandoned because a later change altered their world (a part of
+      // "abandoned").
+      "zshard_transitions_total{outcome=\"superseded\"} ", s.superseded, "\n",
       "# HELP zshard_rendezvous_bytes Bytes held by the rendezvous store.\n",
       "# TYPE zshard_rendezvous_bytes gauge\n", "zshard_rendezvous_bytes ",
       kv_->TotalBytes(), "\n");

@@ -1,6 +1,7 @@
 // Job spec parsing, validation and serialisation.
 #include "common/job/job_spec.h"
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -210,6 +211,11 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& j) {
       spec.transition_timeout_ms,
       f.Int("transition_timeout_ms", 4 * spec.lease_timeout_ms,
             spec.lease_timeout_ms, 86400000));
+  ZSHARD_ASSIGN_OR_RETURN(
+      spec.transition_settle_ms,
+      f.Int("transition_settle_ms",
+            std::min<int64_t>(300, spec.lease_timeout_ms / 2), 0,
+            spec.lease_timeout_ms / 2));
   ZSHARD_ASSIGN_OR_RETURN(const nlohmann::json* wl, f.Object("workload"));
   ZSHARD_RETURN_IF_ERROR(ParseWorkload(*wl, spec.workload));
   ZSHARD_ASSIGN_OR_RETURN(const nlohmann::json* ck, f.Object("checkpoint"));
@@ -272,6 +278,7 @@ std::string JobSpecToJson(const JobSpec& spec) {
   j["lease_timeout_ms"] = spec.lease_timeout_ms;
   j["heartbeat_interval_ms"] = spec.heartbeat_interval_ms;
   j["transition_timeout_ms"] = spec.transition_timeout_ms;
+  j["transition_settle_ms"] = spec.transition_settle_ms;
   j["workload"] = {{"kind", WorkloadKindName(spec.workload.kind)},
                    {"steps", spec.workload.steps},
                    {"global_batch", spec.workload.global_batch},

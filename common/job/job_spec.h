@@ -68,6 +68,13 @@ struct JobSpec {
   // naming who did not answer, and the coordinator proposes again.
   // [lease_timeout_ms, 86400000]; absent: 4 leases.
   int64_t transition_timeout_ms = 20000;
+  // Membership changes (joins, leaves, deaths, drains) that arrive within
+  // this long of each other are gathered into one proposal: the coordinator
+  // proposes once no change came for this long, or 10 times this long after
+  // the first change still waiting, whichever is first; a change that
+  // alters the world of a proposal in flight supersedes it. 0: propose at
+  // each change. [0, lease_timeout_ms / 2]; absent: min(300, lease / 2).
+  int64_t transition_settle_ms = 300;
   WorkloadSpec workload;
   CheckpointSpec checkpoint;
 };

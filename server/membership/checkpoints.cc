@@ -10,7 +10,7 @@ namespace zshard::server {
 absl::StatusOr<bool> Membership::ReportCheckpoint(
     const std::string& worker_id, const std::string& token,
     const CheckpointReport& report) {
-  absl::MutexLock lock(&mu_);
+  Change lock(this);
   ZSHARD_ASSIGN_OR_RETURN(Member * m, members_.Session(worker_id, token));
   const EpochPlan& stable = transition_.stable();
   const EpochPlan& committed = transition_.committed();

@@ -1,6 +1,7 @@
 // The epoch transition's records and steps.
 #include "server/membership/epoch_transition.h"
 
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -17,7 +18,32 @@ std::set<std::string> SendersOf(const EpochPlan& plan) {
   return senders;
 }
 
+std::unordered_map<std::string, int> RanksOf(const EpochPlan& plan) {
+  std::unordered_map<std::string, int> ranks;
+  for (int r = 0; r < plan.world && r < static_cast<int>(plan.slots.size());
+       ++r) {
+    ranks.emplace(plan.slots[r].worker_id, r);
+  }
+  return ranks;
+}
+
+int Lookup(const std::unordered_map<std::string, int>& ranks,
+           const std::string& worker_id) {
+  auto it = ranks.find(worker_id);
+  return it == ranks.end() ? -1 : it->second;
+}
+
 }  // namespace
+
+int EpochTransition::RankInProposal(const std::string& worker_id) const {
+  return proposal_ ? Lookup(proposal_ranks_, worker_id) : -1;
+}
+int EpochTransition::RankInCommitted(const std::string& worker_id) const {
+  return Lookup(committed_ranks_, worker_id);
+}
+int EpochTransition::RankInStable(const std::string& worker_id) const {
+  return Lookup(stable_ranks_, worker_id);
+}
 
 absl::Status EpochTransition::Step(TransitionEvent event) {
   std::optional<TransitionPhase> next = NextPhase(phase_, event);
@@ -34,12 +60,16 @@ void EpochTransition::Restore(EpochPlan committed, bool committed_stable,
                               EpochPlan stable, int64_t next_epoch) {
   committed_ = std::move(committed);
   stable_ = std::move(stable);
+  committed_ranks_ = RanksOf(committed_);
+  stable_ranks_ = RanksOf(stable_);
   next_epoch_ = next_epoch;
   phase_ =
       committed_stable ? TransitionPhase::kStable : TransitionPhase::kCommitted;
   proposal_.reset();
   prepared_.clear();
+  ranks_prepared_ = 0;
   active_acks_.clear();
+  ranks_active_ = 0;
   committed_senders_.clear();
   if (!committed_stable) committed_senders_ = SendersOf(committed_);
 }
@@ -52,7 +82,9 @@ absl::Status EpochTransition::Propose(EpochPlan plan) {
   if (absl::Status s = Step(TransitionEvent::kPropose); !s.ok()) return s;
   ++next_epoch_;
   proposal_ = std::move(plan);
+  proposal_ranks_ = RanksOf(*proposal_);
   prepared_.clear();
+  ranks_prepared_ = 0;
   abandoned_.reset();
   return absl::OkStatus();
 }
@@ -63,6 +95,7 @@ absl::StatusOr<EpochPlan> EpochTransition::Abandon(const std::string& why) {
   p.reason = why;
   proposal_.reset();
   prepared_.clear();
+  ranks_prepared_ = 0;
   abandoned_ = p;
   return p;
 }
@@ -71,10 +104,11 @@ bool EpochTransition::AckPrepared(
     const std::string& worker_id, const PreparedAck& ack,
     const std::function<bool(const std::string&)>& live) {
   if (!proposal_) return false;
-  prepared_[worker_id] = ack;
-  for (int r = 0; r < proposal_->world; ++r) {
-    if (prepared_.count(proposal_->slots[r].worker_id) == 0) return false;
-  }
+  auto [it, fresh] = prepared_.insert_or_assign(worker_id, ack);
+  (void)it;
+  if (fresh && RankInProposal(worker_id) >= 0) ++ranks_prepared_;
+  // Counted, so that N acks cost O(N) and not O(N x world).
+  if (ranks_prepared_ < proposal_->world) return false;
   for (int r = 0; r < stable_.world; ++r) {
     const std::string& id = stable_.slots[r].worker_id;
     if (live(id) && prepared_.count(id) == 0) return false;
@@ -96,7 +130,7 @@ absl::StatusOr<EpochPlan> EpochTransition::ResolveCommit(
   // holder, and the highest step is the resume step.
   std::vector<PreparedAck> holders, others;
   for (const auto& [id, ack] : prepared_) {
-    (holds_state && RankIn(stable_, id) >= 0 ? holders : others).push_back(ack);
+    (holds_state && RankInStable(id) >= 0 ? holders : others).push_back(ack);
   }
   absl::StatusOr<CommitPoint> point = ResolveCommitPoint(holders, others);
   if (!point.ok()) return point.status();
@@ -110,25 +144,29 @@ absl::StatusOr<EpochPlan> EpochTransition::ResolveCommit(
 absl::Status EpochTransition::Commit(EpochPlan plan) {
   if (absl::Status s = Step(TransitionEvent::kCommit); !s.ok()) return s;
   committed_ = std::move(plan);
+  committed_ranks_ = RanksOf(committed_);
   committed_senders_ = SendersOf(committed_);
   active_acks_.clear();
+  ranks_active_ = 0;
   proposal_.reset();
   prepared_.clear();
+  ranks_prepared_ = 0;
   return absl::OkStatus();
 }
 
 bool EpochTransition::AckActive(const std::string& worker_id) {
-  active_acks_.insert(worker_id);
-  for (int r = 0; r < committed_.world; ++r) {
-    if (active_acks_.count(committed_.slots[r].worker_id) == 0) return false;
+  if (active_acks_.insert(worker_id).second &&
+      RankInCommitted(worker_id) >= 0) {
+    ++ranks_active_;
   }
-  return true;
+  return ranks_active_ >= committed_.world;
 }
 
 absl::Status EpochTransition::MarkStable(int64_t duration_ms) {
   if (absl::Status s = Step(TransitionEvent::kStable); !s.ok()) return s;
   committed_.duration_ms = duration_ms;
   stable_ = committed_;
+  stable_ranks_ = committed_ranks_;
   committed_senders_.clear();
   return absl::OkStatus();
 }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -69,6 +70,12 @@ class EpochTransition {
 
   TransitionPhase phase() const { return phase_; }
   // Epoch 0: none yet.
+  // The rank of `worker_id` in the proposal (none: -1), the committed and
+  // the stable epoch: O(1), unlike RankIn.
+  int RankInProposal(const std::string& worker_id) const;
+  int RankInCommitted(const std::string& worker_id) const;
+  int RankInStable(const std::string& worker_id) const;
+
   const EpochPlan& committed() const { return committed_; }
   // The last stable epoch, the base of every proposal (epoch 0: none).
   const EpochPlan& stable() const { return stable_; }
@@ -111,6 +118,13 @@ class EpochTransition {
   std::optional<EpochPlan> abandoned_;
   std::map<std::string, PreparedAck> prepared_;  // by worker id
   std::set<std::string> active_acks_;
+  // Ranks by worker id of the proposal, the committed and the stable epoch,
+  // and how many of the proposal's (committed epoch's) ranks acked.
+  std::unordered_map<std::string, int> proposal_ranks_;
+  std::unordered_map<std::string, int> committed_ranks_;
+  std::unordered_map<std::string, int> stable_ranks_;
+  int ranks_prepared_ = 0;
+  int ranks_active_ = 0;
   std::set<std::string> committed_senders_;
   int64_t next_epoch_ = 1;
 };

@@ -59,11 +59,42 @@ std::string MemberTable::ClipReason(const std::string& s) {
   return s.size() > kMaxReasonLen ? s.substr(0, kMaxReasonLen) : s;
 }
 
+Member MemberTable::Copy(const Member& m) {
+  Member c = m;
+  if (m.lease != nullptr) {
+    c.epoch = m.lease->epoch.load(std::memory_order_relaxed);
+    c.step = m.lease->step.load(std::memory_order_relaxed);
+  }
+  return c;
+}
+
+void MemberTable::NewLease(Member& m, int64_t now_ms) {
+  auto lease = std::make_shared<MemberLease>(m.worker_id, m.token);
+  lease->last_heartbeat_ms = now_ms;
+  lease->epoch = m.epoch;
+  lease->step = m.step;
+  lease->state = m.state;
+  lease->rank = m.rank;
+  m.lease = lease;
+  leases_.Put(std::move(lease));
+}
+
+void MemberTable::SetState(Member& m, MemberState state) {
+  m.state = state;
+  m.lease->state.store(state);
+  if (state == MemberState::kDraining) {
+    draining_.insert(m.worker_id);
+  } else {
+    draining_.erase(m.worker_id);
+    m.lease->drain_now.store(false);
+  }
+}
+
 void MemberTable::Restore(const std::vector<Member>& stored, int64_t now_ms) {
   for (const Member& s : stored) {
     Member m = s;
-    m.last_heartbeat_ms = now_ms;  // re-armed: one lease of grace
-    m.suspect_since_ms = -1;
+    NewLease(m, now_ms);  // re-armed: one lease of grace
+    if (m.state == MemberState::kDraining) draining_.insert(m.worker_id);
     if (IsLive(m.state)) live_by_name_[m.name] = m.worker_id;
     next_join_seq_ = std::max(next_join_seq_, m.join_seq + 1);
     members_[m.worker_id] = std::move(m);
@@ -80,7 +111,7 @@ Member& MemberTable::Add(const JoinArgs& args, int64_t now_ms) {
   m.device = args.device;
   m.state = MemberState::kJoining;
   m.join_seq = next_join_seq_++;
-  m.last_heartbeat_ms = now_ms;
+  NewLease(m, now_ms);
   live_by_name_[m.name] = m.worker_id;
   const std::string id = m.worker_id;
   return members_[id] = std::move(m);
@@ -135,16 +166,39 @@ void MemberTable::Heartbeat(Member& m, int64_t epoch, int64_t step,
                             int64_t now_ms) {
   m.epoch = epoch;
   m.step = step;
-  m.last_heartbeat_ms = now_ms;
-  m.suspect_since_ms = -1;
+  m.lease->Renew(epoch, step, now_ms);
+}
+
+void MemberTable::RaiseStep(Member& m, int64_t step) {
+  m.step = std::max(m.step, step);
+  m.lease->RaiseStep(step);
+}
+
+int64_t MemberTable::StepOf(const Member& m) {
+  return m.lease->step.load(std::memory_order_relaxed);
+}
+
+int64_t MemberTable::SilenceMs(const Member& m, int64_t now_ms) const {
+  return now_ms - m.lease->last_heartbeat_ms.load(std::memory_order_relaxed);
+}
+
+void MemberTable::RearmLeases(int64_t now_ms) {
+  for (auto& [id, m] : members_) {
+    if (!IsLive(m.state)) continue;
+    int64_t last = m.lease->last_heartbeat_ms.load();
+    while (last < now_ms &&
+           !m.lease->last_heartbeat_ms.compare_exchange_weak(last, now_ms)) {
+    }
+    m.lease->suspect_since_ms.store(-1);
+  }
 }
 
 bool MemberTable::MarkGone(Member& m, MemberState state,
                            const std::string& reason) {
   if (!IsLive(m.state)) return false;
-  m.state = state;
+  SetState(m, state);
   m.reason = reason;
-  m.suspect_since_ms = -1;
+  m.lease->suspect_since_ms.store(-1);
   auto it = live_by_name_.find(m.name);
   if (it != live_by_name_.end() && it->second == m.worker_id) {
     live_by_name_.erase(it);
@@ -153,7 +207,7 @@ bool MemberTable::MarkGone(Member& m, MemberState state,
 }
 
 void MemberTable::MarkDraining(Member& m, const std::string& reason) {
-  m.state = MemberState::kDraining;
+  SetState(m, MemberState::kDraining);
   m.reason = reason;
 }
 
@@ -161,7 +215,7 @@ std::vector<std::string> MemberTable::JoiningToSpare() {
   std::vector<std::string> changed;
   for (auto& [id, m] : members_) {
     if (m.state == MemberState::kJoining) {
-      m.state = MemberState::kSpare;
+      SetState(m, MemberState::kSpare);
       changed.push_back(id);
     }
   }
@@ -182,7 +236,8 @@ std::vector<std::string> MemberTable::Place(
     }
     if (rank != m.rank || state != m.state) {
       m.rank = rank;
-      m.state = state;
+      m.lease->rank.store(rank);
+      SetState(m, state);
       changed.push_back(id);
     }
   }
@@ -190,23 +245,23 @@ std::vector<std::string> MemberTable::Place(
 }
 
 bool MemberTable::MarkSuspect(Member& m, int64_t now_ms) {
-  if (m.suspect_since_ms >= 0) return false;
-  m.suspect_since_ms = now_ms;
-  return true;
+  int64_t none = -1;
+  return m.lease->suspect_since_ms.compare_exchange_strong(none, now_ms);
 }
 
 std::vector<Expiry> MemberTable::Expired(int64_t now_ms) const {
   std::vector<Expiry> out;
   for (const auto& [id, m] : members_) {
     if (!IsLive(m.state)) continue;
-    int64_t silent = now_ms - m.last_heartbeat_ms;
+    const int64_t silent = SilenceMs(m, now_ms);
+    const int64_t suspect_since = m.lease->suspect_since_ms.load();
     if (silent > policy_.lease_timeout_ms) {
       out.push_back({id, absl::StrCat("member ", m.name, "'s lease expired"),
                      absl::StrCat("lease expired after ", silent,
                                   " ms without a heartbeat (lease ",
                                   policy_.lease_timeout_ms, " ms)")});
-    } else if (m.suspect_since_ms >= 0 &&
-               now_ms - m.suspect_since_ms > policy_.suspect_grace_ms) {
+    } else if (suspect_since >= 0 &&
+               now_ms - suspect_since > policy_.suspect_grace_ms) {
       out.push_back({id, absl::StrCat("member ", m.name, " suspect confirmed"),
                      "suspect confirmed: no heartbeat after the report"});
     }
@@ -228,6 +283,7 @@ std::vector<std::string> MemberTable::Forget(
   std::sort(gone.begin(), gone.end());
   size_t drop = gone.size() - max_gone;
   for (size_t i = 0; i < drop; ++i) {
+    leases_.Erase(gone[i].second);
     members_.erase(gone[i].second);
     dropped.push_back(gone[i].second);
   }

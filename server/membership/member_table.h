@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/membership/lease_book.h"
 #include "server/membership/types.h"
 
 namespace zshard::server {
@@ -42,11 +44,19 @@ struct Expiry {
 };
 
 // Thread-compatible: the membership calls it under its lock. Self-contained
-// (no epochs, no store, no clock: callers pass the time), so that lease
-// bookkeeping can move behind a lock of its own.
+// (no epochs, no store, no clock: callers pass the time). Lease bookkeeping
+// lives behind a lock of its own: every member's MemberLease is in leases(),
+// which heartbeats use without the membership's lock; the table mirrors
+// each state and rank change into it.
 class MemberTable {
  public:
   explicit MemberTable(LeasePolicy policy) : policy_(policy) {}
+
+  // The leases of every member (thread-safe; lives as long as the table).
+  LeaseBook* leases() { return &leases_; }
+  // A copy of `m` with the live epoch and step of its lease, for the store
+  // and the dashboard.
+  static Member Copy(const Member& m);
 
   // InvalidArgument naming the field when `args` is malformed (empty or
   // non-printable name, over-long fields, too many labels).
@@ -80,10 +90,15 @@ class MemberTable {
   size_t live_count() const { return live_by_name_.size(); }
 
   // Renews `m`'s lease at `now_ms` with its reported epoch and step; ends a
-  // pending suspect check.
+  // pending suspect check (the heartbeat path calls MemberLease::Renew).
   void Heartbeat(Member& m, int64_t epoch, int64_t step, int64_t now_ms);
   // `m` acked a transition at `step`: its step is at least that.
-  void RaiseStep(Member& m, int64_t step) { m.step = std::max(m.step, step); }
+  void RaiseStep(Member& m, int64_t step);
+  // The live step of `m` (reported or acked).
+  static int64_t StepOf(const Member& m);
+  // Every live member gets one lease of grace from `now_ms` (a restart or a
+  // long pause of the coordinator: silence it could not hear is no death).
+  void RearmLeases(int64_t now_ms);
   // `m` stops counting: `state` (DEAD or LEFT) with `reason`. False (and
   // nothing changes) when it was not live.
   bool MarkGone(Member& m, MemberState state, const std::string& reason);
@@ -98,9 +113,7 @@ class MemberTable {
       const std::function<int(const std::string&)>& rank_of);
 
   // How long `m` has been silent at `now_ms`.
-  int64_t SilenceMs(const Member& m, int64_t now_ms) const {
-    return now_ms - m.last_heartbeat_ms;
-  }
+  int64_t SilenceMs(const Member& m, int64_t now_ms) const;
   // True when a report against `m` confirms it at once: silent longer than
   // the suspect window.
   bool SilentTooLong(const Member& m, int64_t now_ms) const {
@@ -123,9 +136,17 @@ class MemberTable {
   int64_t next_join_seq() const { return next_join_seq_; }
   void set_next_join_seq(int64_t seq) { next_join_seq_ = seq; }
   const LeasePolicy& policy() const { return policy_; }
+  // Members in DRAINING, by id.
+  const std::set<std::string>& draining() const { return draining_; }
 
  private:
+  // Sets m's state and its lease's, keeping draining_.
+  void SetState(Member& m, MemberState state);
+  void NewLease(Member& m, int64_t now_ms);
+
   const LeasePolicy policy_;
+  LeaseBook leases_;
+  std::set<std::string> draining_;
   std::map<std::string, Member> members_;  // by id
   std::map<std::string, std::string> live_by_name_;
   int64_t next_join_seq_ = 1;

@@ -45,10 +45,12 @@ Membership::Membership(job::JobSpec spec, Clock* clock, StateStore* store,
       store_(store),
       options_(options),
       members_(LeasePolicyOf(spec_, options)),
+      leases_(members_.leases()),
       checkpoints_(&spec_, options.write_manifest),
       history_(options.history_size),
       plans_(&spec_),
       batch_(store),
+      writer_(store),
       updates_(options.update_log_size),
       events_(EventLogOptions{options.event_log_size}) {}
 
@@ -102,8 +104,10 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
   }
   // A phase restored from the store gets a whole timeout from now.
   m->phase_since_ms_ = clock->NowMs();
+  m->last_tick_ms_ = m->phase_since_ms_;
   m->ReconcileLocked();
   m->FlushLocked();
+  m->writer_.WaitApplied(m->last_ticket_);
   return m;
 }
 
@@ -166,15 +170,9 @@ absl::Status Membership::RestoreLocked(const StoredState& state) {
   return absl::OkStatus();
 }
 
-absl::Status Membership::CheckSession(const std::string& worker_id,
-                                      const std::string& token) {
-  absl::MutexLock lock(&mu_);
-  return members_.Session(worker_id, token).status();
-}
-
 absl::StatusOr<JoinReply> Membership::Join(const JoinArgs& args) {
   ZSHARD_RETURN_IF_ERROR(MemberTable::CheckJoinArgs(args));
-  absl::MutexLock lock(&mu_);
+  Change lock(this);
   Member* prev = members_.FindLive(args.name);
   size_t live = members_.live_count() - (prev == nullptr ? 0 : 1);
   if (live >= static_cast<size_t>(options_.max_live_members)) {
@@ -187,7 +185,7 @@ absl::StatusOr<JoinReply> Membership::Join(const JoinArgs& args) {
   const Member& m = members_.Add(args, clock_->NowMs());
   JoinReply reply{m.worker_id, m.token, transition_.committed().epoch};
   batch_.Dirty(m.worker_id);
-  change_reason_ = absl::StrCat("member ", m.name, " joined");
+  ChangeLocked(absl::StrCat("member ", m.name, " joined"));
   EventLocked("join", absl::StrCat(change_reason_, " as ", m.worker_id));
   SaveMetaLocked();
   ReconcileLocked();
@@ -196,50 +194,11 @@ absl::StatusOr<JoinReply> Membership::Join(const JoinArgs& args) {
   return reply;
 }
 
-absl::StatusOr<HeartbeatReply> Membership::Heartbeat(
-    const std::string& worker_id, const std::string& token, int64_t epoch,
-    int64_t step) {
-  if (epoch < 0 || step < 0) {
-    return absl::InvalidArgumentError("epoch and step must be >= 0");
-  }
-  absl::MutexLock lock(&mu_);
-  ZSHARD_ASSIGN_OR_RETURN(Member * m, members_.Session(worker_id, token));
-  if (epoch >= transition_.next_epoch()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("epoch ", epoch, " was never proposed"));
-  }
-  members_.Heartbeat(*m, epoch, step, clock_->NowMs());
-  if (spec_.workload.steps > 0 && step >= spec_.workload.steps) {
-    CheckFinishedLocked();
-  }
-  const EpochPlan* proposal = transition_.proposal();
-  HeartbeatReply reply;
-  reply.epoch = transition_.committed().epoch;
-  reply.pending_epoch = transition_.pending_epoch();
-  reply.state = m->state;
-  if (failed_) {
-    reply.command = Command::kExit;
-    reply.job_failed = true;
-    reply.exit_reason = failure_reason_;
-  } else if (finished_) {
-    reply.command = Command::kExit;
-  } else if (m->state == MemberState::kDraining &&
-             (proposal == nullptr || RankIn(*proposal, m->worker_id) < 0) &&
-             RankIn(transition_.stable(), m->worker_id) < 0 &&
-             RankIn(transition_.committed(), m->worker_id) < 0) {
-    reply.command = Command::kDrain;
-  } else if (committed_broken_ && m->rank >= 0) {
-    reply.command = Command::kAbort;
-  }
-  FlushLocked();
-  return reply;
-}
-
 absl::StatusOr<MemberState> Membership::ReportSuspect(
     const std::string& worker_id, const std::string& token, int64_t epoch,
     const std::string& suspect_id, int suspect_rank,
     const std::string& reason) {
-  absl::MutexLock lock(&mu_);
+  Change lock(this);
   ZSHARD_ASSIGN_OR_RETURN(Member * reporter,
                           members_.Session(worker_id, token));
   ZSHARD_RETURN_IF_ERROR(transition_.CheckEpoch(epoch));
@@ -272,9 +231,9 @@ absl::StatusOr<MemberState> Membership::ReportSuspect(
   std::string why = absl::StrCat("reported by ", reporter->name, ": ",
                                  MemberTable::ClipReason(reason));
   if (members_.SilentTooLong(*suspect, now)) {
-    change_reason_ =
-        absl::StrCat("member ", suspect->name, " suspect confirmed (silent ",
-                     members_.SilenceMs(*suspect, now), " ms)");
+    ChangeLocked(absl::StrCat("member ", suspect->name,
+                              " suspect confirmed (silent ",
+                              members_.SilenceMs(*suspect, now), " ms)"));
     GoneLocked(*suspect, MemberState::kDead,
                absl::StrCat("suspect confirmed, ", why));
     ReconcileLocked();
@@ -288,12 +247,12 @@ absl::StatusOr<MemberState> Membership::ReportSuspect(
 absl::StatusOr<bool> Membership::Leave(const std::string& worker_id,
                                        const std::string& token,
                                        const std::string& reason) {
-  absl::MutexLock lock(&mu_);
+  Change lock(this);
   ZSHARD_ASSIGN_OR_RETURN(Member * m, members_.Session(worker_id, token));
   const std::string why =
       reason.empty() ? "left" : MemberTable::ClipReason(reason);
   if (HoldsState() && !finished_ && !failed_ &&
-      RankIn(transition_.stable(), m->worker_id) >= 0) {
+      transition_.RankInStable(m->worker_id) >= 0) {
     // It holds state of the stable epoch: hand it over first.
     if (m->state != MemberState::kDraining) {
       const std::string change =
@@ -305,7 +264,7 @@ absl::StatusOr<bool> Membership::Leave(const std::string& worker_id,
     }
     return true;
   }
-  change_reason_ = absl::StrCat("member ", m->name, " left");
+  ChangeLocked(absl::StrCat("member ", m->name, " left"));
   GoneLocked(*m, MemberState::kLeft, why);
   ReconcileLocked();
   ForgetGoneLocked();
@@ -314,7 +273,7 @@ absl::StatusOr<bool> Membership::Leave(const std::string& worker_id,
 }
 
 absl::Status Membership::Drain(const std::string& name) {
-  absl::MutexLock lock(&mu_);
+  Change lock(this);
   Member* m = members_.FindLive(name);
   if (m == nullptr) {
     return absl::NotFoundError(
@@ -331,10 +290,9 @@ void Membership::DrainLocked(Member& m, const std::string& reason,
                              const std::string& event) {
   members_.MarkDraining(m, reason);
   batch_.Dirty(m.worker_id);
-  change_reason_ = change;
+  ChangeLocked(change);
   EventLocked("drain", event);
-  const EpochPlan* proposal = transition_.proposal();
-  if (proposal != nullptr && RankIn(*proposal, m.worker_id) >= 0) {
+  if (transition_.RankInProposal(m.worker_id) >= 0) {
     AbandonLocked(change_reason_);
   }
   ReconcileLocked();
@@ -349,9 +307,9 @@ absl::StatusOr<int> Membership::SetTargetWorld(int world) {
         absl::StrCat("target world ", world, " must be 0 or a multiple of ",
                      w.instances, " in [", w.min, ", ", w.max, "]"));
   }
-  absl::MutexLock lock(&mu_);
+  Change lock(this);
   target_world_ = world;
-  change_reason_ = absl::StrCat("target world set to ", world);
+  ChangeLocked(absl::StrCat("target world set to ", world));
   EventLocked("target", change_reason_);
   SaveMetaLocked();
   ReconcileLocked();
@@ -360,9 +318,18 @@ absl::StatusOr<int> Membership::SetTargetWorld(int world) {
 }
 
 void Membership::Tick() {
-  absl::MutexLock lock(&mu_);
-  for (const Expiry& e : members_.Expired(clock_->NowMs())) {
-    change_reason_ = e.change;
+  Change lock(this);
+  const int64_t now = clock_->NowMs();
+  if (options_.pause_grace_gap_ms > 0 && last_tick_ms_ >= 0 &&
+      now - last_tick_ms_ > options_.pause_grace_gap_ms) {
+    members_.RearmLeases(now);
+    EventLocked("pause",
+                absl::StrCat("no tick for ", now - last_tick_ms_,
+                             " ms: every live member gets one lease of grace"));
+  }
+  last_tick_ms_ = now;
+  for (const Expiry& e : members_.Expired(now)) {
+    ChangeLocked(e.change);
     GoneLocked(*members_.Find(e.worker_id), MemberState::kDead, e.reason);
   }
   CheckTransitionTimeoutsLocked();
@@ -379,8 +346,8 @@ void Membership::GoneLocked(Member& m, MemberState state,
               absl::StrCat("member ", m.name, ": ", reason));
   // The proposal needs it as a rank or as a source of moves.
   const EpochPlan* proposal = transition_.proposal();
-  if (proposal != nullptr && (RankIn(*proposal, m.worker_id) >= 0 ||
-                              RankIn(transition_.stable(), m.worker_id) >= 0)) {
+  if (proposal != nullptr && (transition_.RankInProposal(m.worker_id) >= 0 ||
+                              transition_.RankInStable(m.worker_id) >= 0)) {
     AbandonLocked(absl::StrCat("member ", m.name, ": ", reason));
   }
 }
@@ -390,11 +357,10 @@ bool Membership::HealthyLocked(const Member& m) const {
 }
 
 void Membership::ForgetGoneLocked() {
-  const EpochPlan* proposal = transition_.proposal();
   auto pinned = [&](const std::string& id) {
-    return RankIn(transition_.committed(), id) >= 0 ||
-           RankIn(transition_.stable(), id) >= 0 ||
-           (proposal != nullptr && RankIn(*proposal, id) >= 0);
+    return transition_.RankInCommitted(id) >= 0 ||
+           transition_.RankInStable(id) >= 0 ||
+           transition_.RankInProposal(id) >= 0;
   };
   for (const std::string& id :
        members_.Forget(options_.max_gone_members, pinned)) {

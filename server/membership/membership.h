@@ -32,10 +32,12 @@
 #include "server/membership/commit_point.h"
 #include "server/membership/epoch_transition.h"
 #include "server/membership/job_checkpoints.h"
+#include "server/membership/lease_book.h"
 #include "server/membership/member_table.h"
 #include "server/membership/plan_update_log.h"
 #include "server/membership/reshard_history.h"
 #include "server/membership/store_batch.h"
+#include "server/membership/store_writer.h"
 #include "server/membership/types.h"
 #include "server/membership/world_plans.h"
 #include "server/store/state_store.h"
@@ -50,7 +52,7 @@ struct MembershipOptions {
   // DEAD. 0: 1.5 heartbeat intervals.
   int64_t suspect_grace_ms = 0;
   // Joins beyond this many live members get ResourceExhausted.
-  int max_live_members = 10000;
+  int max_live_members = 32768;
   // DEAD/LEFT records kept (oldest forgotten first).
   int max_gone_members = 1024;
   // Spares listed in a plan update (after the ranks); the rest are only
@@ -67,6 +69,14 @@ struct MembershipOptions {
   // under the membership's lock before the manifest is committed; an error
   // leaves it uncommitted). Empty: no file is written.
   std::function<absl::Status(const CheckpointRecord&)> write_manifest;
+  // A tick that finds the previous one longer ago than this (the process
+  // was stopped, or starved) first gives every live member one lease of
+  // grace from now: silence the coordinator could not hear is no death.
+  // 0: never (the coordinator sets it from its tick interval).
+  int64_t pause_grace_gap_ms = 0;
+  // Called under the membership's lock just before a proposal is planned
+  // (tests make planning slow with it). Empty: none.
+  std::function<void()> planning_hook;
   // A validated checkpoint to start the job from (zshard-coordinator
   // --restore): only for a store holding no job; it becomes the newest
   // checkpoint and the first epoch restores every range from it.
@@ -102,6 +112,8 @@ struct MembershipStats {
   int64_t commits = 0;
   int64_t abandons = 0;
   int64_t proposals = 0;
+  // Proposals abandoned because a later change altered their world.
+  int64_t superseded = 0;
   // Stable transitions that moved state, the sum of their bytes_moved, and
   // the last one's duration (commit to the last ACTIVE ack).
   int64_t reshards = 0;
@@ -130,7 +142,10 @@ struct PrepareFailure {
 
 // Thread-safe. Every public method takes the one internal lock (the parts
 // it owns are thread-compatible and guarded by it), except WaitForUpdates,
-// which takes only the update log's lock and is the only one that blocks.
+// which takes only the update log's lock and is the only one that blocks,
+// and Heartbeat and CheckSession, which take only the lease book's lock and
+// read the facts published at the end of every change: they never wait for
+// planning, moves, hashing or store writes.
 class Membership {
  public:
   // Creates the state machine for `spec`, restoring members and epochs
@@ -146,9 +161,9 @@ class Membership {
   // ResourceExhausted past max_live_members.
   absl::StatusOr<JoinReply> Join(const JoinArgs& args);
 
-  // Renews the lease. NotFound for unknown ids, Unauthenticated for a wrong
-  // or fenced token or a DEAD/LEFT member, FailedPrecondition for an epoch
-  // newer than any proposed.
+  // Renews the lease, without the membership's lock. NotFound for unknown
+  // ids, Unauthenticated for a wrong or fenced token or a DEAD/LEFT member,
+  // FailedPrecondition for an epoch newer than any proposed.
   absl::StatusOr<HeartbeatReply> Heartbeat(const std::string& worker_id,
                                            const std::string& token,
                                            int64_t epoch, int64_t step);
@@ -225,11 +240,13 @@ class Membership {
   // multiple of the instances within [min, max]. Returns the cap.
   absl::StatusOr<int> SetTargetWorld(int world);
 
-  // Expires leases and confirms suspects at the clock's time; re-plans.
+  // Expires leases and confirms suspects at the clock's time (after a gap
+  // longer than pause_grace_gap_ms since the last tick, every live member
+  // first gets one lease of grace); re-plans.
   void Tick();
 
   // OK when the token is the live incarnation of `worker_id` (codes as in
-  // Heartbeat).
+  // Heartbeat); without the membership's lock.
   absl::Status CheckSession(const std::string& worker_id,
                             const std::string& token);
   // OK when `epoch` is the committed epoch or the one in transition;
@@ -286,8 +303,20 @@ class Membership {
   void ForgetGoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Proposes a new epoch when membership calls for one.
+  // Proposes a new epoch when membership calls for one, once the changes
+  // settled (see JobSpec::transition_settle_ms); supersedes a proposal in
+  // flight whose world a later change altered.
   void ReconcileLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A membership change happened, for `reason`: it opens (or extends) the
+  // settle window.
+  void ChangeLocked(std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True while changes are still settling (no proposal yet).
+  bool SettlingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The world to propose now (0: none viable) and the healthy members.
+  int TargetWorldLocked(int* healthy) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The reason a proposal gives: the last change, and how many were
+  // gathered with it.
+  std::string ProposalReasonLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ProposeLocked(int world) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets p's moves, summary and restore. False when no proposal can be
   // made: the job failed (a range was lost with no checkpoint) or the
@@ -312,6 +341,12 @@ class Membership {
 
   void PublishLocked(PlanPhase phase, const EpochPlan& plan)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What heartbeats answer from, published in one step (see facts_).
+  void PublishFactsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The session's lease when it is live; the table's exact error
+  // otherwise.
+  absl::StatusOr<std::shared_ptr<MemberLease>> LiveLease(
+      const std::string& worker_id, const std::string& token);
   void EventLocked(const std::string& kind, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records `plan` with `status` in the store batch and, with `outcome`,
@@ -320,21 +355,66 @@ class Membership {
                          bool moves_unchanged, const std::string& outcome)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SaveMetaLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes the pending batch; logs (never crashes) on failure.
+  // Publishes the heartbeat facts and queues the pending batch for the
+  // store writer (see Change: the change's caller waits until it is
+  // durable after releasing the lock).
   void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // The lock of a change: holds mu_ for its scope, then, released, waits
+  // until the change's store writes are durable (group commit).
+  class ABSL_SCOPED_LOCKABLE Change {
+   public:
+    explicit Change(Membership* m) ABSL_EXCLUSIVE_LOCK_FUNCTION(m->mu_)
+        : m_(m) {
+      m_->mu_.Lock();
+    }
+    ~Change() ABSL_UNLOCK_FUNCTION() {
+      const int64_t ticket = m_->last_ticket_;
+      m_->mu_.Unlock();
+      m_->writer_.WaitApplied(ticket);
+    }
+    Change(const Change&) = delete;
+    Change& operator=(const Change&) = delete;
+
+   private:
+    Membership* const m_;
+  };
 
   const job::JobSpec spec_;
   Clock* const clock_;
   StateStore* const store_;
   const MembershipOptions options_;
 
+  // The facts a heartbeat answers with, copied from the state machine at
+  // the end of every change.
+  struct HeartbeatFacts {
+    int64_t committed_epoch = 0;
+    int64_t pending_epoch = 0;
+    int64_t next_epoch = 1;
+    bool failed = false;
+    bool finished = false;
+    bool committed_broken = false;
+    std::string failure_reason;
+  };
+  HeartbeatFacts Facts();
+
   absl::Mutex mu_;
   MemberTable members_ ABSL_GUARDED_BY(mu_);
+  // members_'s leases: thread-safe, used by heartbeats without mu_.
+  LeaseBook* const leases_;
+  // Order: mu_, then facts_mu_.
+  absl::Mutex facts_mu_;
+  HeartbeatFacts facts_ ABSL_GUARDED_BY(facts_mu_);
+  // The clock at the last Tick (-1: none yet).
+  int64_t last_tick_ms_ ABSL_GUARDED_BY(mu_) = -1;
   EpochTransition transition_ ABSL_GUARDED_BY(mu_);
   JobCheckpoints checkpoints_ ABSL_GUARDED_BY(mu_);
   server::ReshardHistory history_ ABSL_GUARDED_BY(mu_);
   WorldPlans plans_ ABSL_GUARDED_BY(mu_);
   StoreBatch batch_ ABSL_GUARDED_BY(mu_);
+  StoreWriter writer_;
+  // The ticket of the last write queued (0: none).
+  int64_t last_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   // Counters of transitions (the rest of Stats() is read from the parts).
   MembershipStats stats_ ABSL_GUARDED_BY(mu_);
   // The job failed (no more proposals); why.
@@ -356,6 +436,13 @@ class Membership {
   int64_t phase_since_ms_ ABSL_GUARDED_BY(mu_) = 0;
   // What changed last (the reason a proposal gives).
   std::string change_reason_ ABSL_GUARDED_BY(mu_);
+  // The settle window: when its first and last change came (-1: no change
+  // waiting), and how many changes it holds; `gathered_` is how many the
+  // next proposal answers.
+  int64_t settle_since_ms_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t last_change_ms_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t settle_changes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t gathered_ ABSL_GUARDED_BY(mu_) = 0;
   // Order: mu_, then the log's own lock.
   PlanUpdateLog updates_;
   // Order: mu_, then the log's own lock.

@@ -45,19 +45,16 @@ void StoreBatch::SetMeta(const std::string& key, int64_t value) {
   if (store_ != nullptr) pending_.meta[key] = value;
 }
 
-void StoreBatch::Flush(const MemberTable& members) {
-  if (store_ == nullptr) return;
+StoreWrite StoreBatch::Take(const MemberTable& members) {
+  if (store_ == nullptr) return StoreWrite();
   for (const std::string& id : dirty_) {
     const Member* m = members.Find(id);
-    if (m != nullptr) pending_.members.push_back(*m);
+    if (m != nullptr) pending_.members.push_back(MemberTable::Copy(*m));
   }
   dirty_.clear();
-  if (pending_.empty()) return;
-  absl::Status s = store_->Apply(pending_);
-  if (!s.ok()) {
-    ZSHARD_LOG_ERROR(absl::StrCat("state store write failed: ", s.message()));
-  }
+  StoreWrite out = std::move(pending_);
   pending_ = StoreWrite();
+  return out;
 }
 
 }  // namespace zshard::server

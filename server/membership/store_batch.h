@@ -32,9 +32,9 @@ class StoreBatch {
                  bool moves_unchanged);
   void SetMeta(const std::string& key, int64_t value);
 
-  // Applies the batch with the dirty members' records from `members`, then
-  // starts an empty one. A failed write is logged, never fatal.
-  void Flush(const MemberTable& members);
+  // The batch with the dirty members' records from `members` (for the
+  // StoreWriter); starts an empty one. Empty with a null store.
+  StoreWrite Take(const MemberTable& members);
 
  private:
   StateStore* const store_;

@@ -3,6 +3,7 @@
 // the resolved resume point, ACTIVE acks, stable, abandon). The phases and
 // their records are EpochTransition's.
 #include <algorithm>
+#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -54,17 +55,24 @@ bool Membership::NeedsReplanLocked() const {
 
 void Membership::ReconcileLocked() {
   committed_broken_ = CommittedBrokenLocked();
-  if (transition_.proposal() != nullptr || finished_ || failed_) return;
-  const bool replan = committed_broken_ || NeedsReplanLocked();
-  int healthy = 0;
-  for (const auto& [id, m] : members_.all()) healthy += HealthyLocked(m);
-  int w = ChooseWorld(healthy, spec_.world, target_world_);
-  // Worlds the plan cannot be made for (e.g. expert_parallel not dividing
-  // D) are skipped downwards.
-  while (w > 0 && plans_.Hash(w).empty()) {
-    w -= spec_.world.instances;
-    if (w < spec_.world.min) w = 0;
+  if (finished_ || failed_ || SettlingLocked()) return;
+  const bool changed = settle_since_ms_ >= 0;
+  if (changed) {
+    gathered_ = settle_changes_;
+    settle_since_ms_ = -1;
+    settle_changes_ = 0;
   }
+  int healthy = 0;
+  const int w = TargetWorldLocked(&healthy);
+  const EpochPlan* proposal = transition_.proposal();
+  if (proposal != nullptr) {
+    // A proposal in flight is superseded, not queued behind, when a change
+    // since it alters its world; otherwise the change waits for it.
+    if (!changed || w == proposal->world || w == 0) return;
+    ++stats_.superseded;
+    AbandonLocked(absl::StrCat("superseded: ", ProposalReasonLocked()));
+  }
+  const bool replan = committed_broken_ || NeedsReplanLocked();
   const EpochPlan& committed = transition_.committed();
   if (committed.epoch > 0 && !committed_broken_) {
     if (!transition_.committed_stable()) return;  // change once stable
@@ -88,6 +96,7 @@ void Membership::ReconcileLocked() {
 }
 
 void Membership::ProposeLocked(int world) {
+  if (options_.planning_hook) options_.planning_hook();
   const EpochPlan& stable = transition_.stable();
   std::vector<RankCandidate> candidates;
   std::vector<const Member*> healthy;
@@ -96,7 +105,7 @@ void Membership::ProposeLocked(int world) {
     healthy.push_back(&m);
     // Ranks of the stable epoch: that is where the state is (before the
     // first stable epoch no one holds state: keep the committed ranks).
-    int prev = stable.epoch > 0 ? RankIn(stable, id) : m.rank;
+    int prev = stable.epoch > 0 ? transition_.RankInStable(id) : m.rank;
     candidates.push_back(
         {id, prev, m.state == MemberState::kSpare, m.join_seq});
   }
@@ -108,7 +117,8 @@ void Membership::ProposeLocked(int world) {
   p.world_before = stable.world;
   p.instances = spec_.world.instances;
   p.plan_hash = plans_.Hash(world);
-  p.reason = change_reason_;
+  p.reason = ProposalReasonLocked();
+  gathered_ = 0;
   p.proposed_ms = WallTimeMs();
   int d = world / p.instances;
   auto slot_of = [](const Member& m, int rank, int d) {
@@ -280,7 +290,12 @@ void Membership::CommitLocked() {
     RecordEpochLocked(transition_.committed(), EpochStatus::kBroken, true,
                       "broken");
   }
-  auto rank_of = [&p](const std::string& id) { return RankIn(p, id); };
+  std::unordered_map<std::string, int> ranks;
+  for (int r = 0; r < p.world; ++r) ranks.emplace(p.slots[r].worker_id, r);
+  auto rank_of = [&ranks](const std::string& id) {
+    auto it = ranks.find(id);
+    return it == ranks.end() ? -1 : it->second;
+  };
   for (const std::string& id : members_.Place(rank_of)) batch_.Dirty(id);
   p.committed_ms = clock_->NowMs();
   phase_since_ms_ = p.committed_ms;
@@ -340,7 +355,7 @@ absl::StatusOr<PlanPhase> Membership::AckPrepared(const std::string& worker_id,
   if (ack.commit_values.size() > 64) {
     return absl::InvalidArgumentError("more than 64 commit values");
   }
-  absl::MutexLock lock(&mu_);
+  Change lock(this);
   ZSHARD_ASSIGN_OR_RETURN(Member * m, members_.Session(worker_id, token));
   const EpochPlan& committed = transition_.committed();
   if (epoch == committed.epoch && epoch > 0) {
@@ -358,8 +373,8 @@ absl::StatusOr<PlanPhase> Membership::AckPrepared(const std::string& worker_id,
         absl::StrCat("epoch ", epoch, " is not proposed (committed epoch ",
                      committed.epoch, ")"));
   }
-  if (RankIn(*proposal, m->worker_id) < 0 &&
-      RankIn(transition_.stable(), m->worker_id) < 0) {
+  if (transition_.RankInProposal(m->worker_id) < 0 &&
+      transition_.RankInStable(m->worker_id) < 0) {
     return PlanPhase::kProposed;  // neither a rank nor a sender
   }
   members_.RaiseStep(*m, ack.step);
@@ -380,7 +395,7 @@ absl::StatusOr<PlanPhase> Membership::AckPrepared(const std::string& worker_id,
 absl::StatusOr<PlanPhase> Membership::AckActive(const std::string& worker_id,
                                                 const std::string& token,
                                                 int64_t epoch) {
-  absl::MutexLock lock(&mu_);
+  Change lock(this);
   ZSHARD_ASSIGN_OR_RETURN(Member * m, members_.Session(worker_id, token));
   const EpochPlan& committed = transition_.committed();
   if (epoch != committed.epoch || epoch == 0) {
@@ -389,7 +404,9 @@ absl::StatusOr<PlanPhase> Membership::AckActive(const std::string& worker_id,
                      committed.epoch, ")"));
   }
   if (transition_.committed_stable()) return PlanPhase::kStable;
-  if (RankIn(committed, m->worker_id) < 0) return PlanPhase::kCommitted;
+  if (transition_.RankInCommitted(m->worker_id) < 0) {
+    return PlanPhase::kCommitted;
+  }
   if (!transition_.AckActive(m->worker_id)) return PlanPhase::kCommitted;
   StableLocked();
   ReconcileLocked();
@@ -411,7 +428,9 @@ void Membership::CheckFinishedLocked() {
   }
   for (int r = 0; r < committed.world; ++r) {
     const Member* m = members_.Find(committed.slots[r].worker_id);
-    if (m == nullptr || m->step < spec_.workload.steps) return;
+    if (m == nullptr || MemberTable::StepOf(*m) < spec_.workload.steps) {
+      return;
+    }
   }
   finished_ = true;
   SaveMetaLocked();

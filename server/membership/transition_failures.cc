@@ -37,7 +37,7 @@ absl::StatusOr<PlanPhase> Membership::AckFailed(const std::string& worker_id,
   if (failure.error.empty()) {
     return absl::InvalidArgumentError("a FAILED ack needs its error");
   }
-  absl::MutexLock lock(&mu_);
+  Change lock(this);
   ZSHARD_ASSIGN_OR_RETURN(Member * m, members_.Session(worker_id, token));
   const EpochPlan& committed = transition_.committed();
   if (epoch != committed.epoch || epoch == 0 ||

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,8 @@
 #include "common/plan/moves.h"
 
 namespace zshard::server {
+
+struct MemberLease;  // lease_book.h
 
 enum class MemberState { kJoining, kActive, kSpare, kDraining, kDead, kLeft };
 // "JOINING", "ACTIVE", "SPARE", "DRAINING", "DEAD", "LEFT".
@@ -37,13 +40,16 @@ struct Member {
   std::map<std::string, std::string> labels;
   DeviceInfo device;
   MemberState state = MemberState::kJoining;
-  int64_t join_seq = 0;           // join order; ties in rank assignment
-  int rank = -1;                  // rank in the committed epoch, -1 if none
-  int64_t epoch = 0;              // epoch last reported by the worker
-  int64_t step = 0;               // step last reported
-  int64_t last_heartbeat_ms = 0;  // clock time of the last heartbeat
-  int64_t suspect_since_ms = -1;  // pending suspect check, -1 if none
-  std::string reason;             // why DEAD / LEFT / DRAINING
+  int64_t join_seq = 0;  // join order; ties in rank assignment
+  int rank = -1;         // rank in the committed epoch, -1 if none
+  // Epoch and step last reported, as of the last MemberTable::Copy (the
+  // live values are in `lease`).
+  int64_t epoch = 0;
+  int64_t step = 0;
+  std::string reason;  // why DEAD / LEFT / DRAINING
+  // Heartbeat times, suspect checks and the live epoch and step, shared
+  // with the heartbeat path (see lease_book.h); set by MemberTable.
+  std::shared_ptr<MemberLease> lease;
 };
 
 // One member's place in an epoch; rank/instance/shard_rank -1 for spares.

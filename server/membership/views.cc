@@ -12,6 +12,7 @@
 namespace zshard::server {
 
 void Membership::PublishLocked(PlanPhase phase, const EpochPlan& plan) {
+  PublishFactsLocked();  // an update's epoch is one heartbeats accept
   updates_.Publish(phase, plan, transition_);
 }
 
@@ -44,8 +45,9 @@ ClusterView Membership::View() {
   int d = committed.world > 0 ? committed.world / committed.instances : 1;
   for (const auto& [id, m] : members_.all()) {
     MemberView mv;
-    mv.member = m;
+    mv.member = MemberTable::Copy(m);
     mv.member.token.clear();
+    mv.member.lease = nullptr;
     if (m.rank >= 0) {
       mv.instance = m.rank / d;
       mv.shard_rank = m.rank % d;
@@ -137,6 +139,10 @@ void Membership::SaveMetaLocked() {
   batch_.SetMeta("restore_next", checkpoints_.restore_next() ? 1 : 0);
 }
 
-void Membership::FlushLocked() { batch_.Flush(members_); }
+void Membership::FlushLocked() {
+  PublishFactsLocked();
+  const int64_t ticket = writer_.Enqueue(batch_.Take(members_));
+  if (ticket > 0) last_ticket_ = ticket;
+}
 
 }  // namespace zshard::server

@@ -160,8 +160,9 @@ grpc::Status DashboardServiceImpl::Explain(grpc::ServerContext*,
   RpcScope scope(metrics_, "Explain");
   EventPage page = membership_->events()->After(
       std::max<int64_t>(0, membership_->events()->last_seq() - 64), 64);
-  for (const std::string& s : ExplainCluster(
-           membership_->View(), membership_->spec().world, page.events)) {
+  for (const std::string& s :
+       ExplainCluster(membership_->View(), membership_->spec().world,
+                      page.events, membership_->spec().transition_settle_ms)) {
     resp->add_sentences(s);
   }
   return scope.Finish(grpc::Status::OK);

@@ -1,6 +1,8 @@
 // Callback-API WatchPlan: notifier thread, reactors, proto cache.
 #include "server/service/plan_watch.h"
 
+#include <memory>
+#include <string>
 #include <utility>
 
 #include "absl/time/time.h"
@@ -8,19 +10,40 @@
 
 namespace zshard::server {
 
-std::shared_ptr<const grpc::ByteBuffer> PlanBytesCache::Get(
-    const std::shared_ptr<const PlanUpdate>& update) {
-  absl::MutexLock lock(&mu_);
-  for (const Entry& e : entries_) {
-    if (e.update == update) return e.bytes;
+grpc::ByteBuffer PlanBytesCache::Get(
+    const std::shared_ptr<const PlanUpdate>& update,
+    const std::string& worker_id) {
+  std::shared_ptr<const Entry> entry;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& e : entries_) {
+      if (e->update == update) entry = e;
+    }
+    if (entry == nullptr) {
+      auto e = std::make_shared<Entry>();
+      e->update = update;
+      PlanUpdate bare = *update;  // everything but the slots
+      bare.plan.slots.clear();
+      const EpochPlan& p = update->plan;
+      v1::PlanUpdate proto;
+      ToProto(bare, &proto);
+      e->base = grpc::Slice(proto.SerializeAsString());
+      // Field 7 (assignments) encoded alone: appended, it parses as one
+      // more element of the repeated field.
+      for (const Slot& slot : p.slots) {
+        v1::PlanUpdate one;
+        ToProto(slot, one.add_assignments());
+        e->own.emplace(slot.worker_id, grpc::Slice(one.SerializeAsString()));
+      }
+      entries_.push_back(e);
+      if (entries_.size() > 16) entries_.pop_front();
+      entry = std::move(e);
+    }
   }
-  v1::PlanUpdate proto;
-  ToProto(*update, &proto);
-  grpc::Slice slice(proto.SerializeAsString());
-  auto bytes = std::make_shared<const grpc::ByteBuffer>(&slice, 1);
-  entries_.push_back(Entry{update, bytes});
-  if (entries_.size() > 16) entries_.pop_front();
-  return bytes;
+  auto it = entry->own.find(worker_id);
+  if (it == entry->own.end()) return grpc::ByteBuffer(&entry->base, 1);
+  grpc::Slice slices[2] = {entry->base, it->second};
+  return grpc::ByteBuffer(slices, 2);
 }
 
 PlanWatchHub::PlanWatchHub(Membership* membership) : membership_(membership) {
@@ -33,8 +56,8 @@ PlanWatchHub::~PlanWatchHub() {
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* PlanWatchHub::Open(
-    const grpc::Status& session) {
-  auto* r = new PlanWatchReactor(this);
+    const grpc::Status& session, const std::string& worker_id) {
+  auto* r = new PlanWatchReactor(this, worker_id);
   if (!session.ok()) {
     r->Reject(session);
   } else {
@@ -67,22 +90,32 @@ void PlanWatchHub::NotifyLoop() {
   }
 }
 
-PlanWatchReactor::PlanWatchReactor(PlanWatchHub* hub) : hub_(hub) {
+PlanWatchReactor::PlanWatchReactor(PlanWatchHub* hub, std::string worker_id)
+    : hub_(hub), worker_id_(std::move(worker_id)) {
   hub_->Register(this);
 }
 
 void PlanWatchReactor::Unregister() { hub_->Unregister(this); }
 
 void PlanWatchReactor::FetchLocked() {
+  int64_t after = seq_;
+  if (UnsentLocked() > 0) {
+    // Still writing older steps: send the latest state instead.
+    DropUnsentLocked();
+    after = -1;
+  }
   WatchBatch batch =
-      hub_->membership()->WaitForUpdates(seq_, absl::ZeroDuration());
+      hub_->membership()->WaitForUpdates(after, absl::ZeroDuration());
+  if (after >= 0 && batch.updates.size() > 2) {
+    batch = hub_->membership()->WaitForUpdates(-1, absl::ZeroDuration());
+  }
   if (batch.shutdown) {
     FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
                               "coordinator is shutting down"));
     return;
   }
   for (const auto& u : batch.updates) {
-    queue_.push_back(*hub_->bytes()->Get(u));  // shares the slices
+    queue_.push_back(hub_->bytes()->Get(u, worker_id_));  // shares slices
   }
   seq_ = batch.last_seq;
 }

@@ -1,12 +1,18 @@
 // WatchPlan on gRPC's callback API: one reactor per open stream and one
 // notifier thread that waits on the membership's update log and wakes the
-// reactors, so 1,000 open watches cost no threads.
+// reactors, so thousands of open watches cost no threads. Fan-out is cheap:
+// an update is serialised once without its assignments, and each watcher
+// gets those bytes plus its own assignment (O(1) per member, not O(world));
+// a watcher that falls behind gets the latest state, not every step, and
+// never delays the others (each stream writes on its own).
 #pragma once
 
 #include <deque>
 #include <memory>
 #include <set>
+#include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -19,20 +25,25 @@
 namespace zshard::server {
 
 // Serialises each plan update once, however many watchers send it (the
-// stream is a raw-bytes method, so the bytes go out as they are).
-// Thread-safe; keeps the last 16.
+// stream is a raw-bytes method, so the bytes go out as they are): the
+// update without assignments, and each listed member's assignment as its
+// own encoded field, appended for that member only. Thread-safe; keeps the
+// last 16 updates.
 class PlanBytesCache {
  public:
-  std::shared_ptr<const grpc::ByteBuffer> Get(
-      const std::shared_ptr<const PlanUpdate>& update);
+  // The bytes of `update` for `worker_id`: its own assignment (if listed)
+  // and no one else's.
+  grpc::ByteBuffer Get(const std::shared_ptr<const PlanUpdate>& update,
+                       const std::string& worker_id);
 
  private:
   struct Entry {
     std::shared_ptr<const PlanUpdate> update;
-    std::shared_ptr<const grpc::ByteBuffer> bytes;
+    grpc::Slice base;
+    std::unordered_map<std::string, grpc::Slice> own;
   };
   absl::Mutex mu_;
-  std::deque<Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<const Entry>> entries_ ABSL_GUARDED_BY(mu_);
 };
 
 class PlanWatchReactor;
@@ -44,9 +55,10 @@ class PlanWatchHub {
   explicit PlanWatchHub(Membership* membership);
   ~PlanWatchHub();
 
-  // A new reactor streaming the plan to one watcher, or finishing at once
-  // with `session` when that is not OK; gRPC owns it.
-  grpc::ServerWriteReactor<grpc::ByteBuffer>* Open(const grpc::Status& session);
+  // A new reactor streaming the plan to worker `worker_id`, or finishing
+  // at once with `session` when that is not OK; gRPC owns it.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Open(
+      const grpc::Status& session, const std::string& worker_id);
 
   void Register(PlanWatchReactor* r);
   void Unregister(PlanWatchReactor* r);
@@ -63,17 +75,20 @@ class PlanWatchHub {
   std::thread notifier_;
 };
 
-// Streams the snapshot, then every update, one write at a time; ends with
-// UNAVAILABLE at shutdown or CANCELLED when the client goes away.
+// Streams the snapshot, then the updates, one write at a time; a watcher
+// with unsent updates, or many new ones at once, gets the latest state (the
+// snapshot) instead. Ends with UNAVAILABLE at shutdown or CANCELLED when
+// the client goes away.
 class PlanWatchReactor final : public QueuedWriteReactor<grpc::ByteBuffer> {
  public:
-  explicit PlanWatchReactor(PlanWatchHub* hub);
+  PlanWatchReactor(PlanWatchHub* hub, std::string worker_id);
 
  private:
   void FetchLocked() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Unregister() override;
 
   PlanWatchHub* const hub_;
+  const std::string worker_id_;
   int64_t seq_ ABSL_GUARDED_BY(mu_) = -1;
 };
 

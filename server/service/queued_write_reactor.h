@@ -82,6 +82,16 @@ class QueuedWriteReactor : public grpc::ServerWriteReactor<Msg> {
     this->Finish(std::move(status));
   }
 
+  // Messages queued but not yet handed to gRPC.
+  size_t UnsentLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return queue_.size() - (writing_ ? 1 : 0);
+  }
+  // Forgets the messages not yet handed to gRPC (a slow reader gets the
+  // latest state instead of every step).
+  void DropUnsentLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    queue_.resize(writing_ ? 1 : 0);
+  }
+
   absl::Mutex mu_;
   std::deque<Msg> queue_ ABSL_GUARDED_BY(mu_);
 

@@ -97,7 +97,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerServiceImpl::WatchPlan(
     session =
         ToGrpcStatus(membership_->CheckSession(req.worker_id(), req.token()));
   }
-  return watch_hub_.Open(scope.Finish(session));
+  return watch_hub_.Open(scope.Finish(session), req.worker_id());
 }
 
 grpc::Status WorkerServiceImpl::AckTransition(

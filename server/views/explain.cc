@@ -36,7 +36,8 @@ const Event* Last(const std::vector<Event>& events,
 
 std::vector<std::string> ExplainCluster(const ClusterView& view,
                                         const job::WorldSpec& world,
-                                        const std::vector<Event>& recent) {
+                                        const std::vector<Event>& recent,
+                                        int64_t settle_ms) {
   std::vector<std::string> out;
   int healthy = 0;
   std::vector<std::string> ranks, spares, gone;
@@ -85,6 +86,19 @@ std::vector<std::string> ExplainCluster(const ClusterView& view,
   }
   if (!gone.empty()) {
     out.push_back(absl::StrCat("Not counted: ", ListNames(gone), "."));
+  }
+  if (settle_ms > 0) {
+    out.push_back(absl::StrCat(
+        "Membership changes that arrive within ", settle_ms,
+        " ms of each other are gathered into one proposal (made once ",
+        settle_ms, " ms pass without a change, at most ", 10 * settle_ms,
+        " ms after the first); a change that alters the world of a proposal "
+        "in flight supersedes it instead of waiting for it."));
+  } else {
+    out.push_back(
+        "Each membership change is proposed at once (transition_settle_ms 0); "
+        "a change that alters the world of a proposal in flight supersedes "
+        "it.");
   }
   if (view.pending_epoch > 0) {
     out.push_back(

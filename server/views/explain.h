@@ -3,6 +3,7 @@
 // latest events.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -12,9 +13,11 @@
 namespace zshard::server {
 
 // Full sentences, most important first. `recent` is the event log's tail,
-// oldest first (the last commit/propose/dead/leave ones are quoted).
+// oldest first (the last commit/propose/dead/leave ones are quoted);
+// `settle_ms` is the job's transition_settle_ms (the coalescing rule).
 std::vector<std::string> ExplainCluster(const ClusterView& view,
                                         const job::WorldSpec& world,
-                                        const std::vector<Event>& recent);
+                                        const std::vector<Event>& recent,
+                                        int64_t settle_ms);
 
 }  // namespace zshard::server

@@ -1,9 +1,15 @@
 // zshard-moves-bench: times the state-movement planner on a preset layout
 // for one membership change and reports the moves, bytes moved and the
-// lower bound. Scenarios: `failure` (rank 1 dies, a spare takes its rank)
-// and `join` (I newcomers grow D by one). Eight ranks per node label.
+// lower bound. Scenarios: `failure` (rank 1 dies, a spare takes its rank),
+// `join` (I newcomers grow D by one), and, under a world policy (--policy
+// keep_i: W is the largest multiple of I; keep_d: D stays and whole
+// instances come and go), `failure-no-spare` (rank 1 dies, no spare),
+// `join-one` (one newcomer) and `join-instance` (D newcomers). Eight ranks
+// per node label. The policy's worlds and ranks are modelled here, with the
+// planner's real plans and moves; the coordinator runs keep_i.
 //   zshard-moves-bench [--preset NAME] [--world W] [--instances I]
-//                      [--scenario failure|join] [--iterations N]
+//                      [--scenario S] [--policy keep_i|keep_d]
+//                      [--iterations N] [--output text|json]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,7 +27,10 @@
 ABSL_FLAG(std::string, preset, "llama2-70b", "the preset model");
 ABSL_FLAG(int, world, 1024, "ranks before the change");
 ABSL_FLAG(int, instances, 8, "model instances");
-ABSL_FLAG(std::string, scenario, "failure", "failure or join");
+ABSL_FLAG(std::string, scenario, "failure",
+          "failure, join, failure-no-spare, join-one or join-instance");
+ABSL_FLAG(std::string, policy, "keep_i", "keep_i or keep_d");
+ABSL_FLAG(std::string, output, "text", "text or json");
 ABSL_FLAG(int, iterations, 5, "timed iterations");
 
 namespace {
@@ -34,13 +43,16 @@ double Ms(Clock::duration d) {
 }
 
 constexpr char kUsage[] =
-    "usage: zshard-moves-bench [--preset NAME] [--world W] [--instances I] "
-    "[--scenario failure|join] [--iterations N]\n";
+    "usage: zshard-moves-bench [--preset NAME] [--world W] [--instances I]\n"
+    "    [--scenario failure|join|failure-no-spare|join-one|join-instance]\n"
+    "    [--policy keep_i|keep_d] [--iterations N] [--output text|json]\n";
 
 zshard::FlagList MovesFlags() {
   using zshard::FlagOf;
-  return {FlagOf(FLAGS_preset), FlagOf(FLAGS_world), FlagOf(FLAGS_instances),
-          FlagOf(FLAGS_scenario), FlagOf(FLAGS_iterations)};
+  return {FlagOf(FLAGS_preset),    FlagOf(FLAGS_world),
+          FlagOf(FLAGS_instances), FlagOf(FLAGS_scenario),
+          FlagOf(FLAGS_policy),    FlagOf(FLAGS_iterations),
+          FlagOf(FLAGS_output)};
 }
 
 // The flags' ranges and choices.
@@ -49,8 +61,23 @@ absl::Status CheckFlags() {
   ZSHARD_RETURN_IF_ERROR(zshard::CheckRange(FLAGS_instances, 1, 1 << 24));
   ZSHARD_RETURN_IF_ERROR(zshard::CheckRange(FLAGS_iterations, 1, 1 << 24));
   const std::string scenario = absl::GetFlag(FLAGS_scenario);
-  if (scenario != "failure" && scenario != "join") {
-    return absl::InvalidArgumentError("--scenario must be failure or join");
+  if (scenario != "failure" && scenario != "join" &&
+      scenario != "failure-no-spare" && scenario != "join-one" &&
+      scenario != "join-instance") {
+    return absl::InvalidArgumentError(
+        "--scenario must be failure, join, failure-no-spare, join-one or "
+        "join-instance");
+  }
+  const std::string policy = absl::GetFlag(FLAGS_policy);
+  if (policy != "keep_i" && policy != "keep_d") {
+    return absl::InvalidArgumentError("--policy must be keep_i or keep_d");
+  }
+  const std::string output = absl::GetFlag(FLAGS_output);
+  if (output != "text" && output != "json") {
+    return absl::InvalidArgumentError("--output must be text or json");
+  }
+  if (absl::GetFlag(FLAGS_world) % absl::GetFlag(FLAGS_instances) != 0) {
+    return absl::InvalidArgumentError("--instances must divide --world");
   }
   return absl::OkStatus();
 }
@@ -67,6 +94,53 @@ std::vector<zp::Member> Members(int first, int count) {
     out.push_back({"w" + std::to_string(i), "n" + std::to_string(i / 8)});
   }
   return out;
+}
+
+// The world after `scenario` under `policy`: plan options, members by new
+// rank, and the old members whose state survives.
+struct Change {
+  zp::PlanOptions options;
+  std::vector<zp::Member> members;
+  std::vector<std::string> alive;
+};
+
+Change PolicyChange(const std::string& scenario, const std::string& policy,
+                    const zp::PlanOptions& before,
+                    const std::vector<zp::Member>& members) {
+  const int world = before.world;
+  const int instances = before.instances;
+  const int d = world / instances;
+  Change c;
+  c.options = before;
+  c.members = members;
+  for (const zp::Member& m : members) c.alive.push_back(m.id);
+  if (scenario == "failure-no-spare") {
+    c.alive.erase(c.alive.begin() + 1);
+    if (policy == "keep_d") {
+      // Instance 0 dissolves (its healthy ranks become spares); the other
+      // instances keep their shard ranks and are renumbered.
+      c.options.world = world - d;
+      c.options.instances = instances - 1;
+      c.members.assign(members.begin() + d, members.end());
+    } else {
+      // W drops to the next multiple of I (D shrinks by one); survivors
+      // keep their ranks where they fit, the first displaced one fills
+      // rank 1, as the coordinator assigns them.
+      c.options.world = world - instances;
+      c.members.resize(c.options.world);
+      c.members[1] = members[c.options.world];
+    }
+  } else if (scenario == "join-one") {
+    // W + 1 is no multiple of I, and no whole instance forms: under both
+    // policies the newcomer waits as a spare.
+  } else if (scenario == "join-instance") {
+    const std::vector<zp::Member> fresh = Members(world, d);
+    c.members.insert(c.members.end(), fresh.begin(), fresh.end());
+    c.options.world = world + d;
+    // keep_d: one more instance of D; keep_i: the same I, D grows.
+    if (policy == "keep_d") c.options.instances = instances + 1;
+  }
+  return c;
 }
 
 }  // namespace
@@ -87,16 +161,24 @@ int main(int argc, char** argv) {
   const int iterations = absl::GetFlag(FLAGS_iterations);
   absl::StatusOr<zp::ModelSpec> model = zp::PresetModel(preset);
   if (!model.ok()) return Fail(model.status());
+  const std::string policy = absl::GetFlag(FLAGS_policy);
   zp::PlanOptions before_options, after_options;
   before_options.world = world;
   before_options.instances = instances;
-  before_options.layout.max_world = world + instances;
+  // The bucket size is fixed by the largest world either side reaches.
+  before_options.layout.max_world =
+      world + std::max(instances, world / instances);
   after_options = before_options;
   std::vector<zp::Member> before_members = Members(0, world);
   std::vector<zp::Member> after_members = before_members;
   std::vector<std::string> alive;
   for (const zp::Member& m : before_members) alive.push_back(m.id);
-  if (scenario == "failure") {
+  if (scenario != "failure" && scenario != "join") {
+    Change c = PolicyChange(scenario, policy, before_options, before_members);
+    after_options = c.options;
+    after_members = std::move(c.members);
+    alive = std::move(c.alive);
+  } else if (scenario == "failure") {
     after_members[1] = {"spare", "n-spare"};
     alive.erase(alive.begin() + 1);
   } else {
@@ -130,6 +212,21 @@ int main(int argc, char** argv) {
   }
   std::sort(ownership_ms.begin(), ownership_ms.end());
   std::sort(moves_ms.begin(), moves_ms.end());
+  // Every replica's master, m and v before the change.
+  const int64_t total_state_bytes =
+      model->numel() * zp::kStateBytesPerElement * instances;
+  if (absl::GetFlag(FLAGS_output) == "json") {
+    std::printf(
+        "{\"bytes_moved\": %lld, \"lower_bound\": %lld, "
+        "\"total_state_bytes\": %lld, \"moves\": %zu, \"world_after\": %d, "
+        "\"instances_after\": %d, \"plan_ms\": %.3f}\n",
+        static_cast<long long>(result.bytes_moved),
+        static_cast<long long>(result.lower_bound_bytes),
+        static_cast<long long>(total_state_bytes), result.moves.size(),
+        after_options.world, after_options.instances,
+        ownership_ms[ownership_ms.size() / 2] + moves_ms[moves_ms.size() / 2]);
+    return result.bytes_moved == result.lower_bound_bytes ? 0 : 1;
+  }
   std::printf(
       "moves: %s  W=%d  I=%d  scenario=%s  %d iterations\n"
       "  plans + ownerships (old and new): median %.3f ms\n"

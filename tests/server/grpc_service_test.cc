@@ -34,8 +34,11 @@ TEST_F(GrpcServiceTest, TransitionOverTheWire) {
   ASSERT_TRUE(stream->Read(&u));
   EXPECT_EQ(u.phase(), v1::PLAN_PHASE_PROPOSED);
   EXPECT_EQ(u.world(), 2);
-  ASSERT_EQ(u.assignments_size(), 2);
+  // Cheap fan-out: only the watcher's own assignment.
+  ASSERT_EQ(u.assignments_size(), 1);
   EXPECT_EQ(u.assignments(0).name(), "w0");
+  EXPECT_EQ(u.assignments(0).worker_id(), a.worker_id());
+  EXPECT_EQ(u.assignments(0).rank(), 0);
   EXPECT_EQ(u.assignments(0).labels().at("zone"), "a");
   int64_t epoch = u.epoch();
   ASSERT_TRUE(Ack(a, epoch, v1::ACK_PHASE_PREPARED).ok());

@@ -127,14 +127,49 @@ TEST(MemberTableTest, RestoreReArmsLeasesAndJoinOrder) {
   stored.name = "a";
   stored.join_seq = 7;
   stored.state = MemberState::kActive;
-  stored.suspect_since_ms = 5;
+  stored.step = 9;
   t.Restore({stored}, 500);
   const Member* m = t.Find("w-1");
   ASSERT_NE(m, nullptr);
-  EXPECT_EQ(m->last_heartbeat_ms, 500);
-  EXPECT_EQ(m->suspect_since_ms, -1);
+  EXPECT_EQ(m->lease->last_heartbeat_ms.load(), 500);
+  EXPECT_EQ(m->lease->suspect_since_ms.load(), -1);
+  EXPECT_EQ(m->lease->state.load(), MemberState::kActive);
+  EXPECT_EQ(MemberTable::StepOf(*m), 9);
+  EXPECT_EQ(t.SilenceMs(*m, 500), 0);
   EXPECT_EQ(t.next_join_seq(), 8);
   EXPECT_EQ(t.live_count(), 1u);
+}
+
+TEST(MemberTableTest, LeasesAreRenewedWithoutTheTableAndMirrorItsStates) {
+  MemberTable t(Policy());
+  Member& a = t.Add(Args("a"), 0);
+  Member& b = t.Add(Args("b"), 0);
+  // The heartbeat path: the lease book alone, as a heartbeat uses it.
+  auto lease = t.leases()->Session(a.worker_id, a.token);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ(t.leases()->Session(a.worker_id, b.token).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(t.leases()->Session("w-none", a.token).status().code(),
+            absl::StatusCode::kNotFound);
+  (*lease)->Renew(0, 4, 900);
+  EXPECT_EQ(t.SilenceMs(a, 1000), 100);
+  EXPECT_EQ(MemberTable::Copy(a).step, 4);
+  ASSERT_EQ(t.Expired(1001).size(), 1u);  // b only
+  // State and rank changes reach the lease.
+  t.Place([&](const std::string& id) { return id == a.worker_id ? 0 : -1; });
+  EXPECT_EQ((*lease)->state.load(), MemberState::kActive);
+  EXPECT_EQ((*lease)->rank.load(), 0);
+  t.MarkDraining(a, "bye");
+  EXPECT_EQ(t.draining().count(a.worker_id), 1u);
+  EXPECT_TRUE(t.MarkGone(a, MemberState::kLeft, "bye"));
+  EXPECT_EQ((*lease)->state.load(), MemberState::kLeft);
+  EXPECT_TRUE(t.draining().empty());
+  // A pause: every live member gets one lease from now; the gone keep theirs.
+  t.RearmLeases(5000);
+  EXPECT_EQ(t.SilenceMs(b, 5000), 0);
+  EXPECT_EQ(t.SilenceMs(a, 5000), 4100);
+  EXPECT_TRUE(t.Expired(6000).empty());
+  EXPECT_EQ(t.Expired(6001).size(), 1u);
 }
 
 }  // namespace

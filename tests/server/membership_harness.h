@@ -23,9 +23,10 @@ struct Session {
 
 class Harness {
  public:
-  explicit Harness(job::JobSpec spec = TestJob(), StateStore* store = nullptr)
+  explicit Harness(job::JobSpec spec = TestJob(), StateStore* store = nullptr,
+                   MembershipOptions options = {})
       : spec_(std::move(spec)) {
-    m_ = Membership::Create(spec_, &clock_, store).value();
+    m_ = Membership::Create(spec_, &clock_, store, std::move(options)).value();
   }
 
   Session Join(const std::string& name) {

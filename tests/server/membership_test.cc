@@ -51,10 +51,15 @@ TEST(MembershipTest, TwoPhaseCommitWithResumeStep) {
 }
 
 TEST(MembershipTest, FiveWorkersGiveWorldFourAndOneSpare) {
-  Harness h;
+  job::JobSpec spec = testing::TestJob();
+  spec.transition_settle_ms = 200;
+  Harness h(spec);
   for (int i = 0; i < 5; ++i) h.Join("w" + std::to_string(i));
+  h.clock_.AdvanceMs(200);
+  h.m_->Tick();
   EpochPlan p = h.Settle();
-  // w0,w1 formed epoch 1 (world 2); the rest grew it to 4 once stable.
+  // The five joins settled into one proposal: world 4 and the spare.
+  EXPECT_EQ(p.epoch, 1);
   EXPECT_EQ(p.world, 4);
   EXPECT_EQ(p.instances, 2);
   ASSERT_EQ(p.slots.size(), 5u);
@@ -67,8 +72,12 @@ TEST(MembershipTest, FiveWorkersGiveWorldFourAndOneSpare) {
 }
 
 TEST(MembershipTest, PlanUpdatesListOnlyTheFirstSpares) {
-  Harness h;
+  job::JobSpec spec = testing::TestJob();
+  spec.transition_settle_ms = 200;
+  Harness h(spec);
   for (int i = 0; i < 14; ++i) h.Join("w" + std::to_string(i));
+  h.clock_.AdvanceMs(200);
+  h.m_->Tick();
   EpochPlan p = h.Settle();
   EXPECT_EQ(p.world, 4);
   EXPECT_EQ(p.spares, 10);

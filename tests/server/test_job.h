@@ -1,6 +1,7 @@
 // A small job spec for coordinator tests: a tiny inline model trained by
 // the synthetic workload (its members hold optimizer state), I = 2,
-// world in [2, 4], lease 5 s, heartbeat 1 s.
+// world in [2, 4], lease 5 s, heartbeat 1 s, each change proposed at once
+// (transition_settle_ms 0).
 #pragma once
 
 #include <string>
@@ -19,6 +20,7 @@ inline std::string TestJobJson(int instances = 2, int min = 2, int max = 4,
       R"("world": {"instances": )", instances, R"(, "min": )", min,
       R"(, "max": )", max, R"(},)",
       R"("lease_timeout_ms": 5000, "heartbeat_interval_ms": 1000,)",
+      R"("transition_settle_ms": 0,)",
       R"("workload": {"kind": "synthetic", "steps": )", steps, "}}");
 }
 

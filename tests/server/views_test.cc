@@ -81,7 +81,8 @@ TEST(ExplainClusterTest, SaysWhyTheWorldRanksAndSpares) {
   world.max = 2;
   std::vector<Event> events = {
       {1, 2, "propose", "epoch 3 world 2: member w1's lease expired"}};
-  std::string text = absl::StrJoin(ExplainCluster(view, world, events), " ");
+  std::string text =
+      absl::StrJoin(ExplainCluster(view, world, events, 300), " ");
   EXPECT_NE(text.find("Epoch 3 runs a world of 2 rank(s) in 2 instance(s)"),
             std::string::npos)
       << text;
@@ -94,11 +95,21 @@ TEST(ExplainClusterTest, SaysWhyTheWorldRanksAndSpares) {
   EXPECT_NE(text.find("1 spare(s): w3"), std::string::npos) << text;
   EXPECT_NE(text.find("w1 (DEAD: lease expired)"), std::string::npos) << text;
   EXPECT_NE(text.find("member w1's lease expired"), std::string::npos) << text;
+  EXPECT_NE(text.find("Membership changes that arrive within 300 ms of each "
+                      "other are gathered into one proposal (made once 300 "
+                      "ms pass without a change, at most 3000 ms after the "
+                      "first); a change that alters the world of a proposal "
+                      "in flight supersedes it instead of waiting for it."),
+            std::string::npos)
+      << text;
 
   view.members.pop_back();
   view.members.erase(view.members.begin() + 2);
-  text = absl::StrJoin(ExplainCluster(view, world, {}), " ");
+  text = absl::StrJoin(ExplainCluster(view, world, {}, 0), " ");
   EXPECT_NE(text.find("There are no spares."), std::string::npos) << text;
+  EXPECT_NE(text.find("Each membership change is proposed at once"),
+            std::string::npos)
+      << text;
   EXPECT_EQ(text.find("last transition"), std::string::npos) << text;
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "grpcpp/client_context.h"
 #include "tools/loadgen/cpu_usage.h"
 #include "tools/loadgen/plan_watcher.h"
+#include "zshard/v1/dashboard_service.grpc.pb.h"
 #include "zshard/v1/worker_service.grpc.pb.h"
 
 namespace zshard::loadgen {
@@ -28,35 +30,99 @@ struct SimWorker {
   std::string worker_id;
   std::string token;
   std::unique_ptr<PlanWatcher> watcher;
+  // Set when the coordinator refused a heartbeat as DEAD, fenced or
+  // unknown (counted once).
+  std::atomic<bool> fenced{false};
+  bool killed = false;
 };
+
+// The highest epoch number the coordinator used so far (committed or
+// pending); -1 when it cannot be asked.
+int64_t LatestEpoch(const std::shared_ptr<grpc::Channel>& channel) {
+  auto stub = v1::DashboardService::NewStub(channel);
+  v1::GetClusterStatusRequest request;
+  v1::GetClusterStatusResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
+  if (!stub->GetClusterStatus(&context, request, &response).ok()) return -1;
+  return std::max(response.epoch(), response.pending_epoch());
+}
 
 std::chrono::system_clock::time_point DeadlineIn(int64_t ms) {
   return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
 }
 
-// Joins workers [begin, end) with blocking calls.
-void JoinRange(const LoadOptions& options, int begin, int end,
-               std::vector<SimWorker>* workers,
-               std::atomic<int64_t>* failures) {
-  for (int i = begin; i < end; ++i) {
-    v1::WorkerService::Stub* stub = (*workers)[i].stub;
-    v1::JoinRequest request;
-    request.set_name(absl::StrCat(options.name_prefix, i));
-    request.set_address(absl::StrCat("127.0.0.1:", 20000 + i));
-    (*request.mutable_labels())["node"] = absl::StrCat("node-", i / 8);
-    request.mutable_device()->set_kind("cpu");
-    v1::JoinResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(10000));
-    grpc::Status status = stub->Join(&context, request, &response);
-    if (!status.ok()) {
-      failures->fetch_add(1);
-      continue;
-    }
-    (*workers)[i].worker_id = response.worker_id();
-    (*workers)[i].token = response.token();
+// Joins every worker with callback-API calls, at most `window` in flight
+// (a completion starts the next join), as a storm of real workers would.
+class Joiner : public std::enable_shared_from_this<Joiner> {
+ public:
+  Joiner(const LoadOptions& options, std::vector<SimWorker>* workers)
+      : options_(options), workers_(workers) {}
+
+  // Returns once every join finished; the failures.
+  int64_t Run(int window) {
+    const int n = static_cast<int>(workers_->size());
+    for (int k = 0; k < std::min(window, n); ++k) Next();
+    absl::MutexLock lock(&mu_);
+    auto all = [this, n]()
+                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_ == n; };
+    mu_.Await(absl::Condition(&all));
+    return failures_;
   }
-}
+
+ private:
+  struct Call {
+    int index = 0;
+    grpc::ClientContext context;
+    v1::JoinRequest request;
+    v1::JoinResponse response;
+  };
+
+  // Starts the next join, if any is left.
+  void Next() {
+    int i = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      if (next_ >= static_cast<int>(workers_->size())) return;
+      i = next_++;
+    }
+    auto call = std::make_shared<Call>();
+    call->index = i;
+    call->request.set_name(absl::StrCat(options_.name_prefix, i));
+    call->request.set_address(absl::StrCat("127.0.0.1:", 20000 + i));
+    (*call->request.mutable_labels())["node"] = absl::StrCat("node-", i / 8);
+    call->request.mutable_device()->set_kind("cpu");
+    call->context.set_deadline(DeadlineIn(30000));
+    (*workers_)[i].stub->async()->Join(
+        &call->context, &call->request, &call->response,
+        [self = shared_from_this(), call](grpc::Status status) {
+          self->Done(call->index, call->response, status);
+        });
+  }
+
+  void Done(int index, const v1::JoinResponse& response,
+            const grpc::Status& status) {
+    SimWorker& w = (*workers_)[index];
+    if (status.ok()) {
+      w.worker_id = response.worker_id();
+      w.token = response.token();
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      ++done_;
+      if (!status.ok()) ++failures_;
+    }
+    Next();
+  }
+
+  const LoadOptions& options_;
+  std::vector<SimWorker>* const workers_;
+  absl::Mutex mu_;
+  int next_ ABSL_GUARDED_BY(mu_) = 0;
+  int done_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
+};
 
 // Tracks heartbeats in flight so the run can drain them at the end.
 class InFlight {
@@ -98,6 +164,8 @@ absl::StatusOr<LoadReport> RunLoad(
     stubs.push_back(v1::WorkerService::NewStub(channel));
   }
   LoadReport report;
+  report.workers = options.workers;
+  const int64_t epoch_before = LatestEpoch(channels.front());
   std::vector<SimWorker> workers(std::max(0, options.workers));
   for (size_t i = 0; i < workers.size(); ++i) {
     workers[i].stub = stubs[i % stubs.size()].get();
@@ -105,21 +173,10 @@ absl::StatusOr<LoadReport> RunLoad(
 
   // Join.
   const auto join_start = SteadyClock::now();
-  std::atomic<int64_t> join_failures{0};
-  {
-    std::vector<std::thread> threads;
-    const int n = std::max(1, options.join_threads);
-    for (int t = 0; t < n; ++t) {
-      int begin = options.workers * t / n;
-      int end = options.workers * (t + 1) / n;
-      threads.emplace_back(JoinRange, std::cref(options), begin, end, &workers,
-                           &join_failures);
-    }
-    for (std::thread& t : threads) t.join();
-  }
+  report.join_failures = std::make_shared<Joiner>(options, &workers)
+                             ->Run(std::max(1, options.joins_in_flight));
   report.join_seconds =
       std::chrono::duration<double>(SteadyClock::now() - join_start).count();
-  report.join_failures = join_failures.load();
   std::vector<SimWorker*> joined;
   for (SimWorker& w : workers) {
     if (!w.worker_id.empty()) joined.push_back(&w);
@@ -150,8 +207,7 @@ absl::StatusOr<LoadReport> RunLoad(
       start + std::chrono::milliseconds(options.warmup_ms);
   const auto end =
       measure_start + std::chrono::milliseconds(options.duration_ms);
-  const auto interval =
-      std::chrono::milliseconds(options.heartbeat_interval_ms);
+  const auto interval = std::chrono::milliseconds(options.heartbeat_ms);
   const size_t n = joined.size();
   double cpu0 = -1;
   double self0 = -1;
@@ -169,7 +225,13 @@ absl::StatusOr<LoadReport> RunLoad(
         measuring = true;
         cpu0 = CpuSecondsOr(options.coordinator_pid, -1);
         self0 = CpuSecondsOr(0, -1);
+        // The killed workers go silent at once, watches included.
+        for (size_t v = 0; v < n && static_cast<int>(v) < options.kill; ++v) {
+          joined[v]->killed = true;
+          if (joined[v]->watcher != nullptr) joined[v]->watcher->Cancel();
+        }
       }
+      if (joined[k]->killed) continue;
       struct Call {
         grpc::ClientContext context;
         v1::HeartbeatRequest request;
@@ -185,10 +247,16 @@ absl::StatusOr<LoadReport> RunLoad(
       std::atomic<int64_t>* ok_count = measuring ? &ok : nullptr;
       std::atomic<int64_t>* failed_count = measuring ? &failed : nullptr;
       in_flight.Add();
+      SimWorker* worker = joined[k];
       joined[k]->stub->async()->Heartbeat(
           &call->context, &call->request, &call->response,
-          [call, sink, ok_count, failed_count,
+          [call, sink, ok_count, failed_count, worker,
            &in_flight](grpc::Status status) {
+            const grpc::StatusCode code = status.error_code();
+            if (code == grpc::StatusCode::UNAUTHENTICATED ||
+                code == grpc::StatusCode::NOT_FOUND) {
+              worker->fenced.store(true);
+            }
             if (status.ok()) {
               sink->Add(std::chrono::duration_cast<std::chrono::microseconds>(
                             SteadyClock::now() - call->sent)
@@ -215,6 +283,11 @@ absl::StatusOr<LoadReport> RunLoad(
   if (self0 >= 0 && self1 >= 0) {
     report.loadgen_cpu_percent = 100.0 * (self1 - self0) / wall;
   }
+  const int64_t epoch_after = LatestEpoch(channels.front());
+  if (epoch_before >= 0 && epoch_after >= 0) {
+    report.proposals = epoch_after - epoch_before;
+  }
+  for (SimWorker* w : joined) report.fenced += w->fenced.load() ? 1 : 0;
   report.heartbeats_ok = ok.load();
   report.heartbeats_failed = failed.load();
   report.latency = stats.Summarize();
@@ -232,6 +305,7 @@ absl::StatusOr<LoadReport> RunLoad(
 
   if (options.leave) {
     for (SimWorker* w : joined) {
+      if (w->killed) continue;
       v1::LeaveRequest request;
       request.set_worker_id(w->worker_id);
       request.set_token(w->token);
@@ -246,27 +320,16 @@ absl::StatusOr<LoadReport> RunLoad(
 }
 
 nlohmann::json LoadReport::ToJson() const {
-  return {{"workers_joined", workers_joined},
-          {"join_failures", join_failures},
+  return {{"workers", workers},
+          {"joined", workers_joined},
           {"join_seconds", join_seconds},
-          {"duration_seconds", duration_seconds},
           {"heartbeats_ok", heartbeats_ok},
           {"heartbeats_failed", heartbeats_failed},
-          {"heartbeat_latency_ms",
-           {{"count", latency.count},
-            {"p50", latency.p50_ms},
-            {"p90", latency.p90_ms},
-            {"p99", latency.p99_ms},
-            {"max", latency.max_ms}}},
-          {"warmup_seconds", warmup_seconds},
-          {"warmup_heartbeat_latency_ms",
-           {{"count", warmup_latency.count},
-            {"p50", warmup_latency.p50_ms},
-            {"p99", warmup_latency.p99_ms},
-            {"max", warmup_latency.max_ms}}},
-          {"plan_updates", plan_updates},
-          {"acks", acks},
-          {"ack_failures", ack_failures},
+          {"p50_ms", latency.p50_ms},
+          {"p99_ms", latency.p99_ms},
+          {"warmup_p99_ms", warmup_latency.p99_ms},
+          {"fenced", fenced},
+          {"proposals", proposals},
           {"coordinator_cpu_percent", coordinator_cpu_percent},
           {"loadgen_cpu_percent", loadgen_cpu_percent}};
 }
@@ -277,12 +340,13 @@ std::string LoadReport::ToText() const {
       "heartbeats         %d ok, %d failed in %.1f s\n"
       "latency ms         p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n"
       "warm-up %.0f s       %d heartbeats, p50 %.3f  p99 %.3f  max %.3f ms\n"
-      "plan updates       %d, acks %d (%d failed)\n",
+      "plan updates       %d, acks %d (%d failed)\n"
+      "fenced             %d, proposals %d\n",
       workers_joined, join_failures, join_seconds, heartbeats_ok,
       heartbeats_failed, duration_seconds, latency.p50_ms, latency.p90_ms,
       latency.p99_ms, latency.max_ms, warmup_seconds, warmup_latency.count,
       warmup_latency.p50_ms, warmup_latency.p99_ms, warmup_latency.max_ms,
-      plan_updates, acks, ack_failures);
+      plan_updates, acks, ack_failures, fenced, proposals);
   if (coordinator_cpu_percent >= 0) {
     absl::StrAppendFormat(&out, "coordinator cpu    %.1f %% of one core\n",
                           coordinator_cpu_percent);

@@ -1,6 +1,8 @@
 // zshard-loadgen's engine: many simulated worker sessions in one process
 // (join, a heartbeat per worker per interval, a plan watch each) against a
-// coordinator, using gRPC's callback API so a few threads carry them all.
+// coordinator, using gRPC's callback API so a few threads carry them all:
+// one scheduler thread sends the heartbeats, gRPC's callback threads take
+// the replies and the plan updates, so 8,192 workers cost a few threads.
 #pragma once
 
 #include <sys/types.h>
@@ -20,17 +22,21 @@ namespace zshard::loadgen {
 struct LoadOptions {
   // Simulated workers. Default 1000.
   int workers = 1000;
-  // Heartbeats after the joins that are not measured: the joins' epoch
-  // transitions (every plan update lists every member, so N joins cost
-  // O(N^2) bytes of updates) settle meanwhile. Default 0.
+  // Heartbeats after the joins that are not measured: the join storm's
+  // transitions settle meanwhile (reported as warmup_p99_ms). Default 0.
   int64_t warmup_ms = 0;
   // Measurement window after the warm-up. Default 30 s.
   int64_t duration_ms = 30000;
   // Each worker's heartbeat period; workers are spread evenly over it.
-  // Default 1000 ms.
-  int64_t heartbeat_interval_ms = 1000;
-  // Threads issuing the joins. Default 16.
-  int join_threads = 16;
+  // Default 2000 ms.
+  int64_t heartbeat_ms = 2000;
+  // Simulated workers that stop heartbeating (and watching) when the
+  // measurement starts, as if killed at once; the others must survive.
+  // Default 0.
+  int kill = 0;
+  // Joins in flight at once (callback-API calls; a completion starts the
+  // next). Default 256.
+  int joins_in_flight = 256;
   // Worker names are prefix + index. Default "loadgen-".
   std::string name_prefix = "loadgen-";
   // Open a WatchPlan stream per worker and ack transitions. Default true.
@@ -43,6 +49,7 @@ struct LoadOptions {
 };
 
 struct LoadReport {
+  int workers = 0;  // asked for
   int workers_joined = 0;
   int64_t join_failures = 0;
   double join_seconds = 0;
@@ -56,11 +63,20 @@ struct LoadReport {
   int64_t plan_updates = 0;
   int64_t acks = 0;
   int64_t ack_failures = 0;
+  // Simulated workers (not killed) whose heartbeat the coordinator refused
+  // as DEAD, fenced or unknown while they were heartbeating.
+  int64_t fenced = 0;
+  // Proposals the coordinator made from before the joins to the end of the
+  // measurement (epoch numbers it used; -1: not known).
+  int64_t proposals = -1;
   // CPU use over the measurement window, in percent of one core (-1: not
   // measured).
   double coordinator_cpu_percent = -1;
   double loadgen_cpu_percent = -1;
 
+  // {"workers", "joined", "join_seconds", "heartbeats_ok",
+  // "heartbeats_failed", "p50_ms", "p99_ms", "warmup_p99_ms", "fenced",
+  // "proposals", "coordinator_cpu_percent", "loadgen_cpu_percent"}.
   nlohmann::json ToJson() const;
   std::string ToText() const;
 };

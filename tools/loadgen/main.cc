@@ -1,8 +1,11 @@
 // zshard-loadgen: simulates many worker sessions against a coordinator and
-// prints heartbeat latency percentiles and the coordinator's CPU use.
+// prints heartbeat latency percentiles, failures, fenced workers, the
+// proposals made and the coordinator's CPU use.
 //
-//   zshard-loadgen --coordinator ADDR --workers 1000 --duration-s 30
-//       [--warmup-s 0] [--coordinator-pid PID] [--heartbeat-interval-ms 1000]
+//   zshard-loadgen (--coordinator ADDR [--coordinator-pid PID] |
+//                   --job FILE|PRESET [--coordinator-bin F])
+//       [--workers 1000] [--duration-s 30] [--warmup-s 0]
+//       [--heartbeat-ms 2000] [--lease-ms 20000] [--instances 8] [--kill 0]
 //       [--connections 8] [--no-watch] [--output json|text]
 //       [--tls-ca F] [--tls-cert F --tls-key F]
 //
@@ -11,6 +14,7 @@
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,13 +23,23 @@
 #include "common/net/channel.h"
 #include "common/status.h"
 #include "tools/loadgen/load_generator.h"
+#include "tools/loadgen/local_coordinator.h"
 
 ABSL_FLAG(std::string, coordinator, "", "HOST:PORT of the coordinator");
 ABSL_FLAG(int64_t, workers, 1000, "simulated worker sessions");
 ABSL_FLAG(int64_t, duration_s, 30, "measured seconds");
 ABSL_FLAG(int64_t, warmup_s, 0, "seconds of load before measuring");
-ABSL_FLAG(int64_t, heartbeat_interval_ms, 1000,
+ABSL_FLAG(int64_t, heartbeat_ms, 2000,
           "each session's heartbeat period, milliseconds");
+ABSL_FLAG(std::string, job, "",
+          "start a coordinator here with this job file, or a job of this "
+          "model preset (synthetic workload: proposals plan moves)");
+ABSL_FLAG(std::string, coordinator_bin, "",
+          "the zshard-coordinator for --job (default: next to this program)");
+ABSL_FLAG(int64_t, lease_ms, 20000, "lease of a --job preset's job");
+ABSL_FLAG(int64_t, instances, 8, "instances of a --job preset's job");
+ABSL_FLAG(int64_t, kill, 0,
+          "workers that go silent at once when the measurement starts");
 ABSL_FLAG(int64_t, coordinator_pid, 0,
           "the coordinator's pid, to report its CPU use");
 ABSL_FLAG(int64_t, connections, 8, "gRPC channels the sessions share");
@@ -40,9 +54,10 @@ ABSL_FLAG(std::string, tls_key, "", "PEM client key for mutual TLS");
 namespace {
 
 constexpr char kUsage[] =
-    "usage: zshard-loadgen --coordinator ADDR --workers 1000 --duration-s 30\n"
-    "    [--warmup-s 0] [--coordinator-pid PID] [--heartbeat-interval-ms "
-    "1000]\n"
+    "usage: zshard-loadgen (--coordinator ADDR [--coordinator-pid PID] |\n"
+    "                       --job FILE|PRESET [--coordinator-bin F])\n"
+    "    [--workers 1000] [--duration-s 30] [--warmup-s 0]\n"
+    "    [--heartbeat-ms 2000] [--lease-ms 20000] [--instances 8] [--kill 0]\n"
     "    [--connections 8] [--no-watch] [--output json|text]\n"
     "    [--tls-ca F] [--tls-cert F --tls-key F]\n";
 
@@ -50,19 +65,15 @@ constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
 
 zshard::FlagList LoadgenFlags() {
   using zshard::FlagOf;
-  return {FlagOf(FLAGS_coordinator),
-          FlagOf(FLAGS_workers),
-          FlagOf(FLAGS_duration_s),
-          FlagOf(FLAGS_warmup_s),
-          FlagOf(FLAGS_heartbeat_interval_ms),
-          FlagOf(FLAGS_coordinator_pid),
-          FlagOf(FLAGS_connections),
-          FlagOf(FLAGS_name_prefix),
-          FlagOf(FLAGS_no_watch),
-          FlagOf(FLAGS_output),
-          FlagOf(FLAGS_tls_ca),
-          FlagOf(FLAGS_tls_cert),
-          FlagOf(FLAGS_tls_key)};
+  return {FlagOf(FLAGS_coordinator),     FlagOf(FLAGS_workers),
+          FlagOf(FLAGS_duration_s),      FlagOf(FLAGS_warmup_s),
+          FlagOf(FLAGS_heartbeat_ms),    FlagOf(FLAGS_job),
+          FlagOf(FLAGS_coordinator_bin), FlagOf(FLAGS_lease_ms),
+          FlagOf(FLAGS_instances),       FlagOf(FLAGS_kill),
+          FlagOf(FLAGS_coordinator_pid), FlagOf(FLAGS_connections),
+          FlagOf(FLAGS_name_prefix),     FlagOf(FLAGS_no_watch),
+          FlagOf(FLAGS_output),          FlagOf(FLAGS_tls_ca),
+          FlagOf(FLAGS_tls_cert),        FlagOf(FLAGS_tls_key)};
 }
 
 // The flags' ranges and choices; InvalidArgument naming the flag.
@@ -71,8 +82,11 @@ absl::Status CheckFlags(const zshard::ParsedCommandLine& parsed) {
   ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_workers, 1, kMaxInt));
   ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_duration_s, 1, int64_t{1} << 40));
   ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_warmup_s, 0, int64_t{1} << 40));
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_heartbeat_ms, 1, int64_t{1} << 40));
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_lease_ms, 100, 3600000));
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_instances, 1, 1024));
   ZSHARD_RETURN_IF_ERROR(
-      CheckRange(FLAGS_heartbeat_interval_ms, 1, int64_t{1} << 40));
+      CheckRange(FLAGS_kill, 0, absl::GetFlag(FLAGS_workers)));
   if (parsed.Given(FLAGS_coordinator_pid)) {
     ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_coordinator_pid, 1, kMaxInt));
   }
@@ -81,8 +95,14 @@ absl::Status CheckFlags(const zshard::ParsedCommandLine& parsed) {
   if (output != "json" && output != "text") {
     return absl::InvalidArgumentError("--output must be json or text");
   }
-  if (absl::GetFlag(FLAGS_coordinator).empty()) {
-    return absl::InvalidArgumentError("--coordinator HOST:PORT is required");
+  const bool job = !absl::GetFlag(FLAGS_job).empty();
+  if (absl::GetFlag(FLAGS_coordinator).empty() == !job) {
+    return absl::InvalidArgumentError(
+        "give either --coordinator HOST:PORT or --job FILE|PRESET");
+  }
+  if (job && parsed.Given(FLAGS_coordinator_pid)) {
+    return absl::InvalidArgumentError(
+        "--coordinator-pid goes with --coordinator, not --job");
   }
   return absl::OkStatus();
 }
@@ -102,17 +122,38 @@ int main(int argc, char** argv) {
   if (absl::Status s = CheckFlags(*parsed); !s.ok()) {
     return zshard::UsageError("zshard-loadgen", s.message());
   }
+  std::unique_ptr<zshard::loadgen::LocalCoordinator> local;
+  if (!absl::GetFlag(FLAGS_job).empty()) {
+    zshard::loadgen::LocalCoordinatorOptions local_options;
+    local_options.job = absl::GetFlag(FLAGS_job);
+    local_options.binary = absl::GetFlag(FLAGS_coordinator_bin);
+    local_options.instances = static_cast<int>(absl::GetFlag(FLAGS_instances));
+    local_options.max_world = static_cast<int>(absl::GetFlag(FLAGS_workers));
+    local_options.heartbeat_ms = absl::GetFlag(FLAGS_heartbeat_ms);
+    local_options.lease_ms = absl::GetFlag(FLAGS_lease_ms);
+    auto started = zshard::loadgen::LocalCoordinator::Start(local_options);
+    if (!started.ok()) {
+      std::fprintf(stderr, "zshard-loadgen: %s\n",
+                   std::string(started.status().message()).c_str());
+      return 1;
+    }
+    local = *std::move(started);
+  }
   zshard::loadgen::LoadOptions options;
   options.workers = static_cast<int>(absl::GetFlag(FLAGS_workers));
   options.duration_ms = absl::GetFlag(FLAGS_duration_s) * 1000;
   options.warmup_ms = absl::GetFlag(FLAGS_warmup_s) * 1000;
-  options.heartbeat_interval_ms = absl::GetFlag(FLAGS_heartbeat_interval_ms);
+  options.heartbeat_ms = absl::GetFlag(FLAGS_heartbeat_ms);
+  options.kill = static_cast<int>(absl::GetFlag(FLAGS_kill));
   options.coordinator_pid =
-      static_cast<pid_t>(absl::GetFlag(FLAGS_coordinator_pid));
+      local != nullptr
+          ? local->pid()
+          : static_cast<pid_t>(absl::GetFlag(FLAGS_coordinator_pid));
   options.name_prefix = absl::GetFlag(FLAGS_name_prefix);
   options.watch_plans = !absl::GetFlag(FLAGS_no_watch);
   zshard::net::ChannelOptions channel_options;
-  channel_options.target = absl::GetFlag(FLAGS_coordinator);
+  channel_options.target =
+      local != nullptr ? local->address() : absl::GetFlag(FLAGS_coordinator);
   channel_options.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
   channel_options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   channel_options.tls_key_file = absl::GetFlag(FLAGS_tls_key);

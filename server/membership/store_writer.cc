@@ -1,0 +1,67 @@
+// StoreWriter: a queue, a leader that drains it, and waiters.
+#include "server/membership/store_writer.h"
+
+#include <iterator>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace zshard::server {
+namespace {
+
+template <typename T>
+void Append(std::vector<T>& into, std::vector<T>& from) {
+  into.insert(into.end(), std::make_move_iterator(from.begin()),
+              std::make_move_iterator(from.end()));
+}
+
+}  // namespace
+
+void StoreWriter::Merge(StoreWrite& into, StoreWrite later) {
+  Append(into.members, later.members);
+  Append(into.deleted_members, later.deleted_members);
+  Append(into.epochs, later.epochs);
+  for (auto& [key, value] : later.meta) into.meta[key] = value;
+  Append(into.events, later.events);
+  Append(into.checkpoints, later.checkpoints);
+}
+
+int64_t StoreWriter::Enqueue(StoreWrite write) {
+  if (store_ == nullptr || write.empty()) return 0;
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(std::move(write));
+  return ++queued_;
+}
+
+void StoreWriter::WaitApplied(int64_t ticket) {
+  if (ticket <= 0) return;
+  absl::MutexLock lock(&mu_);
+  while (applied_ < ticket) {
+    if (writing_) {
+      auto done = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return applied_ >= ticket || !writing_;
+      };
+      mu_.Await(absl::Condition(&done));
+      continue;
+    }
+    // Lead: write everything queued so far in one transaction.
+    writing_ = true;
+    StoreWrite batch;
+    while (!queue_.empty()) {
+      Merge(batch, std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    const int64_t upto = queued_;
+    mu_.Unlock();
+    absl::Status s = store_->Apply(batch);
+    if (!s.ok()) {
+      ZSHARD_LOG_ERROR(absl::StrCat("state store write failed: ", s.message()));
+    }
+    mu_.Lock();
+    applied_ = upto;
+    writing_ = false;
+  }
+}
+
+}  // namespace zshard::server

@@ -1,0 +1,43 @@
+// Group commit of the membership's store writes: each change queues its
+// StoreWrite under the membership's lock (so in the order of the changes)
+// and, after releasing the lock, waits until it is durable. The first
+// waiter writes every queued change in one transaction while the others
+// wait, so a storm of joins costs a few transactions instead of one each,
+// and no store write happens under the lock that changes take.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "server/store/state_store.h"
+
+namespace zshard::server {
+
+// Thread-safe. Borrows `store` (null: memory only, nothing is written); the
+// store is used by one writer at a time.
+class StoreWriter {
+ public:
+  explicit StoreWriter(StateStore* store) : store_(store) {}
+
+  // Queues `write`; returns its ticket (0 for an empty write: nothing to
+  // wait for).
+  int64_t Enqueue(StoreWrite write);
+  // Returns once the write of `ticket` and every earlier one are applied
+  // (or failed: a failed write is logged, never fatal).
+  void WaitApplied(int64_t ticket);
+
+  // `later` appended to `into` as if applied after it in one transaction.
+  static void Merge(StoreWrite& into, StoreWrite later);
+
+ private:
+  StateStore* const store_;
+  absl::Mutex mu_;
+  std::deque<StoreWrite> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t queued_ ABSL_GUARDED_BY(mu_) = 0;   // tickets handed out
+  int64_t applied_ ABSL_GUARDED_BY(mu_) = 0;  // tickets applied
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace zshard::server

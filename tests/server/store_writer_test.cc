@@ -1,0 +1,75 @@
+// StoreWriter: queued changes are written in order, many in one
+// transaction, and a waiter returns once its change is durable.
+#include "server/membership/store_writer.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace zshard::server {
+namespace {
+
+// Records every Apply.
+class RecordingStore final : public StateStore {
+ public:
+  absl::StatusOr<StoredState> Load() override { return StoredState(); }
+  absl::Status SaveJob(const std::string&, const std::string&) override {
+    return absl::OkStatus();
+  }
+  absl::Status Apply(const StoreWrite& write) override {
+    applied.push_back(write);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<Event>> RecentEvents(int) override {
+    return std::vector<Event>();
+  }
+  std::vector<StoreWrite> applied;
+};
+
+StoreWrite MemberWrite(const std::string& id, int64_t meta) {
+  StoreWrite w;
+  Member m;
+  m.worker_id = id;
+  w.members.push_back(m);
+  w.meta["next_join_seq"] = meta;
+  Event e;
+  e.kind = "join";
+  e.reason = id;
+  w.events.push_back(e);
+  return w;
+}
+
+TEST(StoreWriterTest, QueuedChangesAreWrittenInOneTransactionInOrder) {
+  RecordingStore store;
+  StoreWriter writer(&store);
+  EXPECT_EQ(writer.Enqueue(StoreWrite()), 0);  // nothing to write
+  const int64_t a = writer.Enqueue(MemberWrite("w-a", 2));
+  const int64_t b = writer.Enqueue(MemberWrite("w-b", 3));
+  const int64_t c = writer.Enqueue(MemberWrite("w-c", 4));
+  EXPECT_EQ(a, 1);
+  EXPECT_EQ(c, 3);
+  writer.WaitApplied(b);
+  ASSERT_EQ(store.applied.size(), 1u);
+  const StoreWrite& w = store.applied[0];
+  ASSERT_EQ(w.members.size(), 3u);
+  EXPECT_EQ(w.members[0].worker_id, "w-a");
+  EXPECT_EQ(w.members[2].worker_id, "w-c");
+  ASSERT_EQ(w.events.size(), 3u);
+  EXPECT_EQ(w.events[1].reason, "w-b");
+  EXPECT_EQ(w.meta.at("next_join_seq"), 4);  // the latest value wins
+  writer.WaitApplied(c);                     // already durable: no second write
+  writer.WaitApplied(0);
+  EXPECT_EQ(store.applied.size(), 1u);
+  writer.WaitApplied(writer.Enqueue(MemberWrite("w-d", 5)));
+  EXPECT_EQ(store.applied.size(), 2u);
+}
+
+TEST(StoreWriterTest, WithoutAStoreNothingIsQueued) {
+  StoreWriter writer(nullptr);
+  EXPECT_EQ(writer.Enqueue(MemberWrite("w-a", 2)), 0);
+  writer.WaitApplied(0);
+}
+
+}  // namespace
+}  // namespace zshard::server
