@@ -3,7 +3,9 @@
 // (or, with --processes, as forked processes meeting through a directory
 // store) over loopback, with NCCL-tests' algbw/busbw definitions, next to the
 // bound of one TCP loopback stream and, with --baseline, torch.distributed's
-// Gloo backend measured in the same run.
+// Gloo backend measured in the same run. With --device cuda the same
+// collectives are also timed as raw NCCL calls in the same run, and the
+// Communicator's bandwidth is reported as a fraction of theirs.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -31,6 +33,7 @@
 #include "tools/bench/bench_commands.h"
 #include "tools/bench/bench_flags.h"
 #include "tools/bench/forked_ranks.h"
+#include "tools/bench/raw_nccl.h"
 #include "tools/bench/tcp_bound.h"
 
 ABSL_FLAG(int64_t, bytes, int64_t{64} << 20,
@@ -88,7 +91,13 @@ const char kUsage[] =
     "  and integers (default pairwise; bf16 and fp16 always use it).\n"
     "  --transport picks how cpu ranks exchange bytes (default auto: shared\n"
     "  memory when every rank runs on this host, else tcp). --chunk-bytes\n"
-    "  and --depth default to the transport's own.\n";
+    "  and --depth default to the transport's own.\n"
+    "  --device cuda puts rank r on CUDA device r (--ranks at most the\n"
+    "  devices present) and also times the same calls as raw NCCL (one\n"
+    "  thread per rank, blocking communicator, stream synchronize) in the\n"
+    "  same run: ratios.<op>_vs_raw_nccl is raw time / our time (1.0: as\n"
+    "  fast as raw NCCL). The Communicator sums bf16 and fp16 in fp32, raw\n"
+    "  NCCL in the type itself: compare fp32 for the same calls.\n";
 
 FlagList CollectivesFlags() {
   return {FlagOf(FLAGS_ranks),
@@ -293,22 +302,26 @@ absl::Status RunProcesses(const Flags& f,
   return absl::OkStatus();
 }
 
+// Op `op`'s result from every rank's times (times[rank][op * iters + i]).
+OpResult Summarize(const Flags& f, int op,
+                   const std::vector<std::vector<double>>& times) {
+  OpResult r;
+  r.op = kOpNames[op];
+  r.seconds = MedianOfSlowest(times, op * f.iters, f.iters);
+  r.algbw = static_cast<double>(TotalBytes(f)) / r.seconds;
+  const double factor = (op == 2 ? 2.0 : 1.0) * (f.ranks - 1) / f.ranks;
+  r.busbw = r.algbw * factor;
+  return r;
+}
+
 // Runs every collective `iters` times on every rank; fills `results`.
 absl::Status RunCollectives(const Flags& f, std::vector<OpResult>* results,
                             std::string* transport) {
-  const int n = f.ranks;
-  const size_t total = TotalBytes(f);
-  std::vector<std::vector<double>> rank_times(n);
+  std::vector<std::vector<double>> rank_times(f.ranks);
   ZSHARD_RETURN_IF_ERROR(f.processes ? RunProcesses(f, &rank_times, transport)
                                      : RunThreads(f, &rank_times, transport));
   for (int op = 0; op < kOps; ++op) {
-    OpResult r;
-    r.op = kOpNames[op];
-    r.seconds = MedianOfSlowest(rank_times, op * f.iters, f.iters);
-    r.algbw = static_cast<double>(total) / r.seconds;
-    const double factor = (op == 2 ? 2.0 : 1.0) * (n - 1) / n;
-    r.busbw = r.algbw * factor;
-    results->push_back(r);
+    results->push_back(Summarize(f, op, rank_times));
   }
   return absl::OkStatus();
 }
@@ -351,6 +364,22 @@ nlohmann::json RunBaseline(const Flags& f) {
   return *std::move(j);
 }
 
+// Times the same collectives as raw NCCL calls; fills `results` like
+// RunCollectives.
+absl::Status RunRawNccl(const Flags& f, std::vector<OpResult>* results) {
+  ZSHARD_ASSIGN_OR_RETURN(
+      std::vector<std::vector<double>> times,
+      TimeRawNccl(f.ranks, BlockCount(f), f.dtype, f.iters));
+  for (int op = 0; op < kOps; ++op) results->push_back(Summarize(f, op, times));
+  return absl::OkStatus();
+}
+
+// "reduce_scatter_vs_raw_nccl" for "reduce-scatter".
+std::string RawRatioKey(std::string op) {
+  std::replace(op.begin(), op.end(), '-', '_');
+  return op + "_vs_raw_nccl";
+}
+
 }  // namespace
 
 int RunCollectivesBench(int argc, char** argv) {
@@ -388,6 +417,15 @@ int RunCollectivesBench(int argc, char** argv) {
                              baseline.contains("allreduce_busbw") &&
                              baseline.contains("allgather_busbw");
   const std::string backend = f.device == CommDevice::kCpu ? "gloo" : "nccl";
+  std::vector<OpResult> raw;
+  std::string raw_error;
+  if (f.device == CommDevice::kCuda) {
+    s = RunRawNccl(f, &raw);
+    if (!s.ok()) {
+      raw_error = std::string(s.message());
+      std::fprintf(stderr, "zshard-bench collectives: %s\n", raw_error.c_str());
+    }
+  }
 
   nlohmann::json out;
   out["backend"] = backend;
@@ -426,6 +464,18 @@ int RunCollectivesBench(int argc, char** argv) {
         {"allreduce_vs_torch_allreduce", results[2].busbw / ar}};
     if (mesh > 0)
       out["ratios"]["tcp_mesh_bound_vs_torch_allreduce"] = mesh / ar;
+  }
+  if (!raw.empty()) {
+    for (size_t op = 0; op < raw.size(); ++op) {
+      out["raw_nccl"].push_back({{"op", raw[op].op},
+                                 {"time_s", raw[op].seconds},
+                                 {"algbw_bps", raw[op].algbw},
+                                 {"busbw_bps", raw[op].busbw}});
+      out["ratios"][RawRatioKey(raw[op].op)] =
+          raw[op].seconds / results[op].seconds;
+    }
+  } else if (!raw_error.empty()) {
+    out["raw_nccl_error"] = raw_error;
   }
   if (f.json) {
     std::printf("%s\n", out.dump(2).c_str());
@@ -475,6 +525,14 @@ int RunCollectivesBench(int argc, char** argv) {
     }
   } else if (f.baseline) {
     std::printf("torch baseline: not available\n");
+  }
+  if (!raw.empty()) {
+    std::printf("raw nccl, same calls in the same run (ours/raw busbw):");
+    for (size_t op = 0; op < raw.size(); ++op) {
+      std::printf(" %s %.3f GB/s (%.3fx)", raw[op].op.c_str(),
+                  raw[op].busbw / 1e9, raw[op].seconds / results[op].seconds);
+    }
+    std::printf("\n");
   }
   return 0;
 }

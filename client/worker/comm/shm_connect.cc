@@ -8,13 +8,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <functional>
-#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "client/worker/comm/shm_names.h"
 #include "client/worker/comm/shm_rendezvous.h"
 #include "client/worker/comm/shm_transport.h"
 #include "common/status.h"
@@ -25,16 +23,6 @@
 
 namespace zshard::comm {
 namespace {
-
-// "/zshard-<group hash>-<pid>-<nonce>": unique on the host, and easy to
-// find in /dev/shm should one ever be left behind.
-std::string SegmentName(const std::string& group) {
-  std::random_device random;
-  const uint64_t nonce = (uint64_t{random()} << 32) | random();
-  return absl::StrFormat("/zshard-%08x-%d-%016x",
-                         static_cast<uint32_t>(std::hash<std::string>()(group)),
-                         getpid(), nonce);
-}
 
 // Whether this process may read `record`'s memory with process_vm_readv
 // (same user, and no seccomp or ptrace policy against it).
@@ -92,7 +80,10 @@ absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(
   mine.identity = options.host_identity.empty() ? LocalHostIdentity()
                                                 : options.host_identity;
   mine.pid = getpid();
-  const std::string name = SegmentName(options.group);
+  // Segments of processes killed mid-rendezvous (their peers could not
+  // unlink them either) go before this one is made.
+  RemoveStaleShmSegments();
+  const std::string name = ShmSegmentName(options.group);
   absl::StatusOr<std::unique_ptr<ShmSegment>> own =
       ShmSegment::Create(name, options.rank, options.size, capacity);
   if (own.ok()) {
