@@ -1,9 +1,11 @@
 // WriteRankFile: streams one rank's owned master, m and v (the layout of
-// rank_file_format.h) window by window from the engine's buffers into
-// <name>.tmp, hashing as it goes, then syncs and renames it into place.
+// rank_file_format.h) window by window from the engine's buffers (copied
+// out of the device in bounded chunks) into <name>.tmp, hashing as it
+// goes, then syncs and renames it into place.
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -89,31 +91,30 @@ class HashingWriter {
 // One range of the file and where its state lives in the buffers.
 struct Source {
   format::RangeRecord record;
-  const float* master = nullptr;
-  const float* exp_avg = nullptr;
-  const float* exp_avg_sq = nullptr;
+  int window = 0;
+  int64_t offset = 0;  // of the range's first element in the window
 };
 
 std::vector<Source> Sources(const engine::EngineBuffers& state) {
   std::vector<Source> out;
   for (size_t w = 0; w < state.windows().size(); ++w) {
     const engine::WindowState& win = state.windows()[w];
-    const float* master = state.master(static_cast<int>(w));
     for (const plan::Piece& piece : win.pieces) {
       if (piece.end <= piece.start) continue;
-      const int64_t at = piece.start - win.start;
       Source s;
       s.record.param_index = piece.param_index;
       s.record.begin = piece.param_start;
       s.record.end = piece.param_end;
-      s.master = master + at;
-      s.exp_avg = win.exp_avg.data() + at;
-      s.exp_avg_sq = win.exp_avg_sq.data() + at;
+      s.window = static_cast<int>(w);
+      s.offset = piece.start - win.start;
       out.push_back(s);
     }
   }
   return out;
 }
+
+// Elements copied out of the device per write.
+constexpr int64_t kChunkElements = int64_t{1} << 20;
 
 // Makes a completed rename survive a crash.
 void SyncDirectory(const std::string& dir) {
@@ -163,11 +164,21 @@ absl::StatusOr<RankFileInfo> WriteRankFile(const engine::EngineBuffers& state,
   absl::Status written = [&]() -> absl::Status {
     ZSHARD_RETURN_IF_ERROR(out.Open(tmp));
     ZSHARD_RETURN_IF_ERROR(out.Write(head.data(), head.size()));
+    std::vector<float> chunk;
     for (const Source& s : sources) {
-      const size_t bytes = (s.record.end - s.record.begin) * sizeof(float);
-      ZSHARD_RETURN_IF_ERROR(out.Write(s.master, bytes));
-      ZSHARD_RETURN_IF_ERROR(out.Write(s.exp_avg, bytes));
-      ZSHARD_RETURN_IF_ERROR(out.Write(s.exp_avg_sq, bytes));
+      const int64_t n = s.record.end - s.record.begin;
+      for (const engine::StateArray a :
+           {engine::StateArray::kMaster, engine::StateArray::kExpAvg,
+            engine::StateArray::kExpAvgSq}) {
+        for (int64_t b = 0; b < n; b += kChunkElements) {
+          const int64_t m = std::min(kChunkElements, n - b);
+          chunk.resize(static_cast<size_t>(m));
+          ZSHARD_RETURN_IF_ERROR(
+              state.ReadState(a, s.window, s.offset + b, m, chunk.data()));
+          ZSHARD_RETURN_IF_ERROR(
+              out.Write(chunk.data(), static_cast<size_t>(m) * sizeof(float)));
+        }
+      }
     }
     digest = out.digest();
     ZSHARD_RETURN_IF_ERROR(out.Write(&digest, sizeof(digest), /*hash=*/false));

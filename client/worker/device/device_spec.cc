@@ -1,12 +1,10 @@
-// ParseDeviceSpec and CheckDeviceUsable.
+// ParseDeviceSpec and the names of devices (CheckDeviceUsable is
+// device_factory.cc's).
 #include "client/worker/device/device_spec.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#if ZSHARD_HAVE_CUDA
-#include "client/worker/cuda/cuda_util.h"
-#endif
 
 namespace zshard::device {
 
@@ -36,30 +34,6 @@ std::string DeviceSpecName(const DeviceSpec& spec) {
 
 absl::string_view DeviceKindName(DeviceKind kind) {
   return kind == DeviceKind::kCuda ? "cuda" : "cpu";
-}
-
-absl::Status CheckDeviceUsable(const DeviceSpec& spec) {
-  if (spec.kind == DeviceKind::kCpu) return absl::OkStatus();
-  const std::string name = DeviceSpecName(spec);
-#if ZSHARD_HAVE_CUDA
-  const int count = cuda::DeviceCount();
-  if (count <= 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--device ", name,
-        ": no usable CUDA device on this machine (no GPU or no driver)"));
-  }
-  if (spec.ordinal >= count) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--device ", name, ": this machine has ", count, " CUDA device",
-        count == 1 ? "" : "s", " (0..", count - 1, ")"));
-  }
-  return absl::OkStatus();
-#else
-  return absl::FailedPreconditionError(absl::StrCat(
-      "--device ", name,
-      ": this build has no CUDA support (configure with the CUDA toolkit "
-      "installed and ZSHARD_WITH_CUDA=ON)"));
-#endif
 }
 
 }  // namespace zshard::device

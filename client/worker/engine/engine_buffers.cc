@@ -1,11 +1,8 @@
-// EngineBuffers: allocation, initial values and byte accounting.
+// EngineBuffers: allocation on the device, initial values, the copies of
+// state and params between the device and the host, byte accounting.
 #include "client/worker/engine/engine_buffers.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstring>
-#include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +12,8 @@
 
 namespace zshard::engine {
 namespace {
+
+using device::MemoryCategory;
 
 // Bytes the buffers of `rank_plan` take: the full param and grad buffers,
 // and fp32 master (bf16/fp16 params only), m and v for the owned windows.
@@ -32,33 +31,36 @@ int64_t RequiredBytes(const plan::Plan& plan, const plan::RankPlan& rank_plan) {
   return bytes;
 }
 
-// Fails before allocating when the buffers cannot fit in this machine's
-// physical memory: the kernel overcommits, so a too-large allocation would
+// Fails before allocating when the buffers cannot fit in the device's
+// memory: the host kernel overcommits, so a too-large allocation would
 // otherwise end in the OOM killer rather than in a status.
-absl::Status CheckFitsInMemory(int64_t required, int rank) {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page_size = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page_size <= 0) return absl::OkStatus();
-  const int64_t physical = int64_t{pages} * page_size;
-  if (required <= physical) return absl::OkStatus();
+absl::Status CheckFitsInMemory(const device::Device& device, int64_t required,
+                               int rank) {
+  const int64_t capacity = device.capacity_bytes();
+  if (required <= capacity) return absl::OkStatus();
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "step engine: the buffers of rank %d need %.2f GiB but this machine "
-      "has %.2f GiB of memory",
-      rank, required / kGiB, physical / kGiB));
+      "step engine: the buffers of rank %d need %.2f GiB but device %s has "
+      "%.2f GiB of memory",
+      rank, required / kGiB, device::DeviceSpecName(device.spec()),
+      capacity / kGiB));
 }
 
 }  // namespace
 
 EngineBuffers::EngineBuffers(const plan::ModelSpec& model,
-                             const plan::Plan& plan, int rank)
+                             const plan::Plan& plan, int rank,
+                             std::unique_ptr<device::Device> device)
     : model_(model),
       plan_(plan),
-      rank_plan_(plan::MakeRankPlan(model, plan, rank)) {}
+      rank_plan_(plan::MakeRankPlan(model, plan, rank)),
+      device_(std::move(device)) {}
+
+EngineBuffers::~EngineBuffers() = default;
 
 absl::StatusOr<std::unique_ptr<EngineBuffers>> EngineBuffers::Create(
     const plan::ModelSpec& model, const plan::Plan& plan, int rank,
-    const Workload& workload) {
+    const Workload& workload, const device::DeviceSpec& device) {
   ZSHARD_RETURN_IF_ERROR(plan::CheckRank(plan, rank));
   for (const plan::Buffer& b : plan.buffers) {
     if (b.key.expert) {
@@ -66,126 +68,220 @@ absl::StatusOr<std::unique_ptr<EngineBuffers>> EngineBuffers::Create(
           "step engine: expert buffers are not supported");
     }
   }
-  std::unique_ptr<EngineBuffers> buffers(new EngineBuffers(model, plan, rank));
-  ZSHARD_RETURN_IF_ERROR(
-      CheckFitsInMemory(RequiredBytes(plan, buffers->rank_plan()), rank));
-  ZSHARD_RETURN_IF_ERROR(buffers->Allocate(workload));
+  ZSHARD_ASSIGN_OR_RETURN(std::unique_ptr<device::Device> dev,
+                          device::OpenDevice(device));
+  std::unique_ptr<EngineBuffers> buffers(
+      new EngineBuffers(model, plan, rank, std::move(dev)));
+  ZSHARD_RETURN_IF_ERROR(CheckFitsInMemory(
+      *buffers->device_, RequiredBytes(plan, buffers->rank_plan()), rank));
+  absl::Status allocated = buffers->Allocate();
+  if (!allocated.ok()) {
+    return absl::Status(allocated.code(),
+                        absl::StrCat("step engine: buffers of rank ", rank,
+                                     ": ", allocated.message()));
+  }
+  ZSHARD_RETURN_IF_ERROR(buffers->Initialize(workload));
   return buffers;
 }
 
-absl::Status EngineBuffers::Allocate(const Workload& workload) {
+absl::Status EngineBuffers::Allocate() {
+  device::Device& dev = *device_;
   slot_of_.assign(model_.params.size(), {-1, -1});
-  // Allocation failures must become a status, not an exception escaping
-  // the library: try/catch only here, at the allocation boundary.
-  try {
-    for (size_t bi = 0; bi < plan_.buffers.size(); ++bi) {
-      const plan::Buffer& pb = plan_.buffers[bi];
-      BufferState state;
-      state.key = pb.key;
-      state.numel = pb.numel;
-      state.params.assign(pb.numel * plan::DTypeBytes(pb.key.param_dtype), 0);
-      state.grads.assign(pb.numel * plan::DTypeBytes(pb.key.grad_dtype), 0);
-      buffers_.push_back(std::move(state));
-      for (size_t s = 0; s < pb.params.size(); ++s) {
-        slot_of_[pb.params[s].param_index] = {static_cast<int>(bi),
-                                              static_cast<int>(s)};
-      }
+  for (size_t bi = 0; bi < plan_.buffers.size(); ++bi) {
+    const plan::Buffer& pb = plan_.buffers[bi];
+    BufferState state;
+    state.key = pb.key;
+    state.numel = pb.numel;
+    ZSHARD_ASSIGN_OR_RETURN(
+        state.params,
+        dev.Allocate(MemoryCategory::kParam,
+                     pb.numel * plan::DTypeBytes(pb.key.param_dtype)));
+    ZSHARD_ASSIGN_OR_RETURN(
+        state.grads,
+        dev.Allocate(MemoryCategory::kGrad,
+                     pb.numel * plan::DTypeBytes(pb.key.grad_dtype)));
+    buffers_.push_back(std::move(state));
+    for (size_t s = 0; s < pb.params.size(); ++s) {
+      slot_of_[pb.params[s].param_index] = {static_cast<int>(bi),
+                                            static_cast<int>(s)};
     }
-    for (const plan::Shard& shard : rank_plan_.shards) {
-      WindowState w;
-      w.buffer = shard.buffer;
-      w.bucket = shard.bucket;
-      w.start = shard.start;
-      w.end = shard.end;
-      const plan::DType pd = plan_.buffers[shard.buffer].key.param_dtype;
-      if (pd != plan::DType::kFp32) w.master.assign(w.size(), 0.0f);
-      w.exp_avg.assign(w.size(), 0.0f);
-      w.exp_avg_sq.assign(w.size(), 0.0f);
-      w.pieces = shard.pieces;
-      for (const plan::Piece& piece : shard.pieces) {
-        optim::Segment seg;
-        seg.begin = piece.start - shard.start;
-        seg.end = piece.end - shard.start;
-        seg.no_weight_decay = model_.params[piece.param_index].no_weight_decay;
-        w.segments.push_back(seg);
-      }
-      windows_.push_back(std::move(w));
-    }
-  } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("step engine: buffers of rank ", rank_plan_.rank,
-                     " do not fit in memory"));
-  } catch (const std::length_error&) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("step engine: buffers of rank ", rank_plan_.rank,
-                     " do not fit in memory"));
   }
-  // Initial params, rounded to their dtype; masters start as that value.
+  for (const plan::Shard& shard : rank_plan_.shards) {
+    WindowState w;
+    w.buffer = shard.buffer;
+    w.bucket = shard.bucket;
+    w.start = shard.start;
+    w.end = shard.end;
+    const int64_t bytes = w.size() * int64_t{sizeof(float)};
+    const plan::DType pd = plan_.buffers[shard.buffer].key.param_dtype;
+    if (pd != plan::DType::kFp32) {
+      ZSHARD_ASSIGN_OR_RETURN(w.master,
+                              dev.Allocate(MemoryCategory::kMaster, bytes));
+    }
+    ZSHARD_ASSIGN_OR_RETURN(w.exp_avg,
+                            dev.Allocate(MemoryCategory::kExpAvg, bytes));
+    ZSHARD_ASSIGN_OR_RETURN(w.exp_avg_sq,
+                            dev.Allocate(MemoryCategory::kExpAvgSq, bytes));
+    w.pieces = shard.pieces;
+    for (const plan::Piece& piece : shard.pieces) {
+      optim::Segment seg;
+      seg.begin = piece.start - shard.start;
+      seg.end = piece.end - shard.start;
+      seg.no_weight_decay = model_.params[piece.param_index].no_weight_decay;
+      w.segments.push_back(seg);
+    }
+    windows_.push_back(std::move(w));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EngineBuffers::Initialize(const Workload& workload) {
+  // Initial params, rounded to their dtype (the buffers start zeroed:
+  // padding stays 0).
   for (size_t p = 0; p < model_.params.size(); ++p) {
     std::vector<float> values(model_.params[p].numel());
     workload.InitialParam(static_cast<int>(p), absl::MakeSpan(values));
     const auto [bi, si] = slot_of_[p];
     BufferState& b = buffers_[bi];
+    const int64_t pb = plan::DTypeBytes(b.key.param_dtype);
+    const int64_t n = static_cast<int64_t>(values.size());
+    ZSHARD_ASSIGN_OR_RETURN(void* host, Staging(n * pb));
+    for (int64_t j = 0; j < n; ++j) {
+      StoreElement(b.key.param_dtype, host, j, values[j]);
+    }
     const int64_t start = plan_.buffers[bi].params[si].start;
-    for (size_t j = 0; j < values.size(); ++j) {
-      StoreElement(b.key.param_dtype, b.params.data(), start + j, values[j]);
-    }
+    ZSHARD_RETURN_IF_ERROR(
+        device_->CopyToDevice(b.params.at(start * pb), host, n * pb));
   }
-  for (WindowState& w : windows_) {
-    if (w.master.empty()) continue;
-    const BufferState& b = buffers_[w.buffer];
-    for (int64_t i = 0; i < w.size(); ++i) {
-      w.master[i] =
-          LoadElement(b.key.param_dtype, b.params.data(), w.start + i);
+  // Masters start as the rounded params they shadow.
+  for (size_t w = 0; w < windows_.size(); ++w) {
+    WindowState& win = windows_[w];
+    if (win.master.empty()) continue;
+    const BufferState& b = buffers_[win.buffer];
+    const int64_t pb = plan::DTypeBytes(b.key.param_dtype);
+    ZSHARD_ASSIGN_OR_RETURN(void* host, Staging(win.size() * pb));
+    ZSHARD_RETURN_IF_ERROR(device_->CopyToHost(
+        host, b.params.at(win.start * pb), win.size() * pb));
+    std::vector<float> master(win.size());
+    for (int64_t i = 0; i < win.size(); ++i) {
+      master[i] = LoadElement(b.key.param_dtype, host, i);
     }
+    ZSHARD_RETURN_IF_ERROR(WriteState(StateArray::kMaster, static_cast<int>(w),
+                                      0, win.size(), master.data()));
   }
   return absl::OkStatus();
 }
 
+absl::StatusOr<void*> EngineBuffers::Staging(int64_t bytes) const {
+  if (staging_.size() < bytes) {
+    staging_ = device::Buffer();
+    ZSHARD_ASSIGN_OR_RETURN(staging_,
+                            device_->Allocate(MemoryCategory::kStaging, bytes));
+  }
+  return staging_.data();
+}
+
 float* EngineBuffers::master(int w) {
   WindowState& win = windows_[w];
-  if (!win.master.empty() || win.size() == 0) return win.master.data();
-  return reinterpret_cast<float*>(buffers_[win.buffer].params.data()) +
-         win.start;
+  if (!win.master.empty() || win.size() == 0) {
+    return static_cast<float*>(win.master.data());
+  }
+  return static_cast<float*>(buffers_[win.buffer].params.data()) + win.start;
 }
 
 const float* EngineBuffers::master(int w) const {
   return const_cast<EngineBuffers*>(this)->master(w);
 }
 
+float* EngineBuffers::state(StateArray a, int w) {
+  switch (a) {
+    case StateArray::kMaster:
+      break;
+    case StateArray::kExpAvg:
+      return static_cast<float*>(windows_[w].exp_avg.data());
+    case StateArray::kExpAvgSq:
+      return static_cast<float*>(windows_[w].exp_avg_sq.data());
+  }
+  return master(w);
+}
+
+const float* EngineBuffers::state(StateArray a, int w) const {
+  return const_cast<EngineBuffers*>(this)->state(a, w);
+}
+
+absl::Status EngineBuffers::ReadState(StateArray a, int w, int64_t offset,
+                                      int64_t n, float* host) const {
+  if (n <= 0) return absl::OkStatus();
+  return device_->CopyToHost(host, state(a, w) + offset,
+                             n * int64_t{sizeof(float)});
+}
+
+absl::Status EngineBuffers::WriteState(StateArray a, int w, int64_t offset,
+                                       int64_t n, const float* host) {
+  if (n <= 0) return absl::OkStatus();
+  return device_->CopyToDevice(state(a, w) + offset, host,
+                               n * int64_t{sizeof(float)});
+}
+
+absl::Status EngineBuffers::CopyStateFrom(const EngineBuffers& from, int from_w,
+                                          int64_t from_offset, int w,
+                                          int64_t offset, int64_t n) {
+  if (from.device().spec() != device_->spec()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step engine: state on device ",
+                     device::DeviceSpecName(from.device().spec()),
+                     " cannot be copied to buffers on device ",
+                     device::DeviceSpecName(device_->spec())));
+  }
+  if (n <= 0) return absl::OkStatus();
+  for (const StateArray a :
+       {StateArray::kMaster, StateArray::kExpAvg, StateArray::kExpAvgSq}) {
+    ZSHARD_RETURN_IF_ERROR(device_->CopyOnDevice(
+        state(a, w) + offset, from.state(a, from_w) + from_offset,
+        n * int64_t{sizeof(float)}));
+  }
+  return absl::OkStatus();
+}
+
 MemoryBytes EngineBuffers::memory() const {
+  const device::MemoryBytes d = device_->memory();
   MemoryBytes m;
-  for (const BufferState& b : buffers_) {
-    m.param += static_cast<int64_t>(b.params.size());
-    m.grad += static_cast<int64_t>(b.grads.size());
-  }
-  for (const WindowState& w : windows_) {
-    m.master += static_cast<int64_t>(w.master.size() * sizeof(float));
-    m.exp_avg += static_cast<int64_t>(w.exp_avg.size() * sizeof(float));
-    m.exp_avg_sq += static_cast<int64_t>(w.exp_avg_sq.size() * sizeof(float));
-  }
-  m.comm = comm_bytes_;
+  m.param = d.param;
+  m.grad = d.grad;
+  m.master = d.master;
+  m.exp_avg = d.exp_avg;
+  m.exp_avg_sq = d.exp_avg_sq;
+  m.comm = d.comm;
   return m;
 }
 
-std::vector<float> EngineBuffers::ReadParam(int p) const {
+absl::StatusOr<std::vector<float>> EngineBuffers::ReadParam(int p) const {
   const auto [bi, si] = slot_of_[p];
   const BufferState& b = buffers_[bi];
   const plan::ParamSlot& slot = plan_.buffers[bi].params[si];
-  std::vector<float> out(slot.end - slot.start);
-  for (int64_t j = 0; j < slot.end - slot.start; ++j) {
-    out[j] = LoadElement(b.key.param_dtype, b.params.data(), slot.start + j);
+  const int64_t pb = plan::DTypeBytes(b.key.param_dtype);
+  const int64_t n = slot.end - slot.start;
+  ZSHARD_ASSIGN_OR_RETURN(void* host, Staging(n * pb));
+  ZSHARD_RETURN_IF_ERROR(
+      device_->CopyToHost(host, b.params.at(slot.start * pb), n * pb));
+  std::vector<float> out(n);
+  for (int64_t j = 0; j < n; ++j) {
+    out[j] = LoadElement(b.key.param_dtype, host, j);
   }
   return out;
 }
 
-void EngineBuffers::WriteGrad(int p, absl::Span<const float> values) {
+absl::Status EngineBuffers::WriteGrad(int p, absl::Span<const float> values) {
   const auto [bi, si] = slot_of_[p];
   BufferState& b = buffers_[bi];
   const int64_t start = plan_.buffers[bi].params[si].start;
-  for (size_t j = 0; j < values.size(); ++j) {
-    StoreElement(b.key.grad_dtype, b.grads.data(), start + j, values[j]);
+  const int64_t gb = plan::DTypeBytes(b.key.grad_dtype);
+  const int64_t n = static_cast<int64_t>(values.size());
+  ZSHARD_ASSIGN_OR_RETURN(void* host, Staging(n * gb));
+  for (int64_t j = 0; j < n; ++j) {
+    StoreElement(b.key.grad_dtype, host, j, values[j]);
   }
+  return device_->CopyToDevice(b.grads.at(start * gb), host, n * gb);
 }
 
 }  // namespace zshard::engine

@@ -1,7 +1,9 @@
-// EngineBuffers: one rank's memory for the ZeRO-1 step: the full, padded
-// param and grad buffer of every plan buffer, and the fp32 optimizer state
-// (master, exp_avg, exp_avg_sq) of its owned window of every bucket only,
-// with exact byte accounting per category (the measured side of the ledger).
+// EngineBuffers: one rank's memory for the ZeRO-1 step, on the device of
+// the engine (client/worker/device/): the full, padded param and grad
+// buffer of every plan buffer, and the fp32 optimizer state (master,
+// exp_avg, exp_avg_sq) of its owned window of every bucket only, with exact
+// byte accounting per category from the device's ledger (the measured side
+// of the ledger).
 //
 // Conventions (those of common/plan/ledger.h, so the figures compare
 // exactly): the optimizer state of a bucket is one contiguous window
@@ -9,13 +11,20 @@
 // an fp32 master copy of the window; fp32 params are their own master (the
 // Adam update writes the param buffer's window in place) and hold no
 // separate master.
+//
+// Every pointer these buffers hand out is device memory (host memory on the
+// cpu device): read and write it through the device (device()) or the
+// copies below, never by dereferencing, so the same code runs on every
+// device.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/worker/device/device.h"
 #include "client/worker/engine/model_state.h"
 #include "client/worker/engine/workload.h"
 #include "client/worker/optim/adam.h"
@@ -24,18 +33,22 @@
 
 namespace zshard::engine {
 
-// Bytes held per category.
+// Device bytes held per category: what telemetry reports and the live
+// ledger compares with the planner's prediction.
 struct MemoryBytes {
   int64_t param = 0;
   int64_t grad = 0;
   int64_t master = 0;
   int64_t exp_avg = 0;
   int64_t exp_avg_sq = 0;
-  int64_t comm = 0;  // engine-owned communication scratch
+  int64_t comm = 0;  // engine-owned communication and kernel scratch
   int64_t total() const {
     return param + grad + master + exp_avg + exp_avg_sq + comm;
   }
 };
+
+// One of the three fp32 state arrays of a window.
+enum class StateArray : uint8_t { kMaster, kExpAvg, kExpAvgSq };
 
 // The owned window of one bucket and its fp32 state.
 struct WindowState {
@@ -43,9 +56,9 @@ struct WindowState {
   int bucket = 0;
   int64_t start = 0;  // window in the buffer: [start, end)
   int64_t end = 0;
-  std::vector<float> master;  // end - start; empty for fp32 params
-  std::vector<float> exp_avg;
-  std::vector<float> exp_avg_sq;
+  device::Buffer master;  // end - start floats; empty for fp32 params
+  device::Buffer exp_avg;
+  device::Buffer exp_avg_sq;
   // Pieces relative to start (no_weight_decay from the model spec);
   // elements covered by no segment are padding.
   std::vector<optim::Segment> segments;
@@ -57,57 +70,85 @@ struct WindowState {
 struct BufferState {
   plan::BufferKey key;
   int64_t numel = 0;
-  std::vector<uint8_t> params;  // numel * param dtype bytes
-  std::vector<uint8_t> grads;   // numel * grad dtype bytes
+  device::Buffer params;  // numel * param dtype bytes
+  device::Buffer grads;   // numel * grad dtype bytes
 };
 
-// Owns the memory; not thread-safe. Also the ModelState a workload writes
-// its gradients into.
+// Owns the memory and its device; not thread-safe. Also the ModelState a
+// workload writes its gradients into (through a staging copy).
 class EngineBuffers final : public ModelState {
  public:
-  // Allocates the buffers of `rank` under `plan` (made from `model`), sets
-  // every param from workload.InitialParam rounded to its dtype and every
-  // owned master to the rounded value; m and v start at 0.
-  // InvalidArgument for expert buffers (not supported by this engine) or a
-  // bad rank; ResourceExhausted when the buffers cannot be allocated.
+  // Opens `device` and allocates the buffers of `rank` under `plan` (made
+  // from `model`) on it, sets every param from workload.InitialParam rounded
+  // to its dtype and every owned master to the rounded value; m and v start
+  // at 0. InvalidArgument for expert buffers (not supported by this engine)
+  // or a bad rank; the device's status when it cannot be opened;
+  // ResourceExhausted when the buffers do not fit in its memory.
   static absl::StatusOr<std::unique_ptr<EngineBuffers>> Create(
       const plan::ModelSpec& model, const plan::Plan& plan, int rank,
-      const Workload& workload);
+      const Workload& workload, const device::DeviceSpec& device = {});
+
+  ~EngineBuffers() override;
 
   const plan::ModelSpec& model() const { return model_; }
   const plan::Plan& plan() const { return plan_; }
   const plan::RankPlan& rank_plan() const { return rank_plan_; }
+  // The device every buffer lives on. Its operations do not change the
+  // buffers' layout, so a const EngineBuffers lends it too.
+  device::Device& device() const { return *device_; }
   std::vector<BufferState>& buffers() { return buffers_; }
   const std::vector<BufferState>& buffers() const { return buffers_; }
   // One window per shard of the rank plan, in the same order.
   std::vector<WindowState>& windows() { return windows_; }
   const std::vector<WindowState>& windows() const { return windows_; }
 
-  // The fp32 master of window w: its own array, or the param buffer's window
-  // for fp32 params.
+  // The fp32 master of window w (device memory): its own array, or the
+  // param buffer's window for fp32 params.
   float* master(int w);
   const float* master(int w) const;
+  // Array `a` of window w (device memory).
+  float* state(StateArray a, int w);
+  const float* state(StateArray a, int w) const;
 
-  // Bytes held per category (comm: `comm_bytes`, set by the engine).
+  // Copies elements [offset, offset + n) of array `a` of window w to or
+  // from host memory. The device's status on failure.
+  absl::Status ReadState(StateArray a, int w, int64_t offset, int64_t n,
+                         float* host) const;
+  absl::Status WriteState(StateArray a, int w, int64_t offset, int64_t n,
+                          const float* host);
+  // Copies elements [from_offset, from_offset + n) of all three arrays of
+  // window `from_w` of `from` into [offset, offset + n) of window w here,
+  // device to device. InvalidArgument when `from` lives on another device.
+  absl::Status CopyStateFrom(const EngineBuffers& from, int from_w,
+                             int64_t from_offset, int w, int64_t offset,
+                             int64_t n);
+
+  // Device bytes held per category (the device's ledger; host staging is
+  // not counted).
   MemoryBytes memory() const;
-  void set_comm_bytes(int64_t bytes) { comm_bytes_ = bytes; }
 
   // ModelState.
-  std::vector<float> ReadParam(int p) const override;
-  void WriteGrad(int p, absl::Span<const float> values) override;
+  absl::StatusOr<std::vector<float>> ReadParam(int p) const override;
+  absl::Status WriteGrad(int p, absl::Span<const float> values) override;
 
  private:
-  EngineBuffers(const plan::ModelSpec& model, const plan::Plan& plan, int rank);
-  absl::Status Allocate(const Workload& workload);
+  EngineBuffers(const plan::ModelSpec& model, const plan::Plan& plan, int rank,
+                std::unique_ptr<device::Device> device);
+  absl::Status Allocate();
+  absl::Status Initialize(const Workload& workload);
+  // A host buffer of at least `bytes` for ReadParam / WriteGrad.
+  absl::StatusOr<void*> Staging(int64_t bytes) const;
 
   const plan::ModelSpec model_;
   const plan::Plan plan_;
   const plan::RankPlan rank_plan_;
+  // Declared first: the buffers below are freed before their device.
+  std::unique_ptr<device::Device> device_;
   // Param index -> (buffer, slot) for ReadParam / WriteGrad.
   std::vector<std::pair<int, int>> slot_of_;
   std::vector<BufferState> buffers_;
   std::vector<WindowState> windows_;
-  int64_t comm_bytes_ = 0;
+  mutable device::Buffer staging_;
 };
 
 }  // namespace zshard::engine

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -25,15 +26,20 @@ absl::Status DumpMasters(const EngineBuffers& buffers, absl::string_view dir) {
   }
   const int rank = buffers.rank_plan().rank;
   nlohmann::json index = nlohmann::json::array();
+  std::vector<float> values;
   int n = 0;
   for (size_t w = 0; w < buffers.windows().size(); ++w) {
     const WindowState& win = buffers.windows()[w];
-    const float* master = buffers.master(static_cast<int>(w));
     for (const plan::Piece& piece : win.pieces) {
       const std::string file = absl::StrCat("master-", rank, "-", n++, ".f32");
-      const float* begin = master + (piece.start - win.start);
-      const absl::string_view bytes(reinterpret_cast<const char*>(begin),
-                                    (piece.end - piece.start) * sizeof(float));
+      // Out of the device through its staging copy.
+      values.resize(static_cast<size_t>(piece.end - piece.start));
+      ZSHARD_RETURN_IF_ERROR(buffers.ReadState(
+          StateArray::kMaster, static_cast<int>(w), piece.start - win.start,
+          piece.end - piece.start, values.data()));
+      const absl::string_view bytes(
+          reinterpret_cast<const char*>(values.data()),
+          values.size() * sizeof(float));
       ZSHARD_RETURN_IF_ERROR(
           WriteFileAtomic(absl::StrCat(dir, "/", file), bytes));
       index.push_back(

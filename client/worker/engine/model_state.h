@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/plan/plan.h"
 
@@ -36,12 +38,14 @@ class ModelState {
   virtual ~ModelState() = default;
 
   // The current value of every element of param `p` as fp32 (exact: the
-  // stored dtype widened). Requires 0 <= p < number of params.
-  virtual std::vector<float> ReadParam(int p) const = 0;
+  // stored dtype widened). Requires 0 <= p < number of params. Fails only
+  // when the storage cannot be read (a device copy's error).
+  virtual absl::StatusOr<std::vector<float>> ReadParam(int p) const = 0;
 
   // Stores this rank's gradient of param `p` (numel values, fp32), rounded
-  // once to the grad dtype. Requires values.size() == numel of p.
-  virtual void WriteGrad(int p, absl::Span<const float> values) = 0;
+  // once to the grad dtype. Requires values.size() == numel of p. Fails
+  // only when the storage cannot be written (a device copy's error).
+  virtual absl::Status WriteGrad(int p, absl::Span<const float> values) = 0;
 
   // The buffers as another process maps them; null (the default) when they
   // are private memory.

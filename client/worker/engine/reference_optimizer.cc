@@ -19,12 +19,15 @@ class FlatState final : public ModelState {
             const std::vector<plan::DType>& grad_dtypes)
       : params_(params), grad_dtypes_(grad_dtypes), grads_(params.size()) {}
 
-  std::vector<float> ReadParam(int p) const override { return params_[p]; }
-  void WriteGrad(int p, absl::Span<const float> values) override {
+  absl::StatusOr<std::vector<float>> ReadParam(int p) const override {
+    return params_[p];
+  }
+  absl::Status WriteGrad(int p, absl::Span<const float> values) override {
     grads_[p].resize(values.size());
     for (size_t j = 0; j < values.size(); ++j) {
       grads_[p][j] = RoundTo(grad_dtypes_[p], values[j]);
     }
+    return absl::OkStatus();
   }
   const std::vector<float>& grad(int p) const { return grads_[p]; }
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <vector>
 
+#include "common/status.h"
+
 namespace zshard::engine {
 namespace {
 
@@ -40,10 +42,10 @@ void RegressionWorkload::InitialParam(int p, absl::Span<float> out) const {
 absl::StatusOr<double> RegressionWorkload::Gradients(int64_t step,
                                                      ModelState& state) {
   const MlpShape& s = options_.shape;
-  const std::vector<float> w1 = state.ReadParam(kFc1W);
-  const std::vector<float> b1 = state.ReadParam(kFc1B);
-  const std::vector<float> w2 = state.ReadParam(kFc2W);
-  const std::vector<float> b2 = state.ReadParam(kFc2B);
+  ZSHARD_ASSIGN_OR_RETURN(const std::vector<float> w1, state.ReadParam(kFc1W));
+  ZSHARD_ASSIGN_OR_RETURN(const std::vector<float> b1, state.ReadParam(kFc1B));
+  ZSHARD_ASSIGN_OR_RETURN(const std::vector<float> w2, state.ReadParam(kFc2W));
+  ZSHARD_ASSIGN_OR_RETURN(const std::vector<float> b2, state.ReadParam(kFc2B));
   std::vector<float> gw1(w1.size(), 0.0f), gb1(b1.size(), 0.0f);
   std::vector<float> gw2(w2.size(), 0.0f), gb2(b2.size(), 0.0f);
   std::vector<float> x(s.inputs), h(s.hidden), dh(s.hidden), dy(s.outputs);
@@ -87,10 +89,10 @@ absl::StatusOr<double> RegressionWorkload::Gradients(int64_t step,
       for (int k = 0; k < s.inputs; ++k) gw1[u * s.inputs + k] += dh[u] * x[k];
     }
   }
-  state.WriteGrad(kFc1W, gw1);
-  state.WriteGrad(kFc1B, gb1);
-  state.WriteGrad(kFc2W, gw2);
-  state.WriteGrad(kFc2B, gb2);
+  ZSHARD_RETURN_IF_ERROR(state.WriteGrad(kFc1W, gw1));
+  ZSHARD_RETURN_IF_ERROR(state.WriteGrad(kFc1B, gb1));
+  ZSHARD_RETURN_IF_ERROR(state.WriteGrad(kFc2W, gw2));
+  ZSHARD_RETURN_IF_ERROR(state.WriteGrad(kFc2B, gb2));
   return loss;
 }
 

@@ -7,10 +7,10 @@
 #include <cmath>
 #include <future>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/worker/engine/elements.h"
-#include "client/worker/optim/float_bits.h"
 #include "common/status.h"
 
 namespace zshard::engine {
@@ -20,58 +20,6 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-struct GradStats {
-  double sum_squares = 0;  // over the finite elements
-  int64_t nonfinite = 0;
-};
-
-// The squared norm and non-finite count of elements [begin, end) of a grad
-// buffer. Partial sums of 1024 elements in fp32 (vectorisable), added up in
-// double.
-template <typename Load>
-GradStats SumSquaresOf(Load load, int64_t begin, int64_t end) {
-  GradStats out;
-  for (int64_t i = begin; i < end; i += 1024) {
-    const int64_t stop = std::min(end, i + 1024);
-    float partial = 0;
-    for (int64_t j = i; j < stop; ++j) {
-      const float g = load(j);
-      partial += g * g;
-    }
-    if (std::isfinite(partial)) {
-      out.sum_squares += partial;
-      continue;
-    }
-    for (int64_t j = i; j < stop; ++j) {  // rare: find the culprits
-      const float g = load(j);
-      if (std::isfinite(g)) {
-        out.sum_squares += static_cast<double>(g) * g;
-      } else {
-        ++out.nonfinite;
-      }
-    }
-  }
-  return out;
-}
-
-GradStats SumSquares(plan::DType dtype, const void* data, int64_t begin,
-                     int64_t end) {
-  if (dtype == plan::DType::kBf16) {
-    const uint16_t* bits = static_cast<const uint16_t*>(data);
-    return SumSquaresOf(
-        [bits](int64_t j) {
-          return optim::Bf16BitsToFloat<float>(uint32_t{bits[j]});
-        },
-        begin, end);
-  }
-  if (dtype == plan::DType::kFp32) {
-    const float* f = static_cast<const float*>(data);
-    return SumSquaresOf([f](int64_t j) { return f[j]; }, begin, end);
-  }
-  return SumSquaresOf([&](int64_t j) { return LoadElement(dtype, data, j); },
-                      begin, end);
 }
 
 }  // namespace
@@ -119,8 +67,8 @@ absl::Status StepEngine::ReduceGradients(StepTelemetry& t) {
     const plan::Bucket& bucket =
         config_.plan.buffers[w.buffer].buckets[w.bucket];
     ZSHARD_RETURN_IF_ERROR(intra_->ReduceScatter(
-        b.grads.data() + bucket.start * gb, b.grads.data() + w.start * gb,
-        w.size(), CommType(b.key.grad_dtype), comm::ReduceOp::kSum));
+        b.grads.at(bucket.start * gb), b.grads.at(w.start * gb), w.size(),
+        CommType(b.key.grad_dtype), comm::ReduceOp::kSum));
   }
   t.times.reduce_scatter = Since(t0);
   t0 = Clock::now();
@@ -128,9 +76,9 @@ absl::Status StepEngine::ReduceGradients(StepTelemetry& t) {
     if (!inter_) break;
     BufferState& b = buffers_->buffers()[w.buffer];
     const int64_t gb = plan::DTypeBytes(b.key.grad_dtype);
-    ZSHARD_RETURN_IF_ERROR(
-        inter_->AllReduce(b.grads.data() + w.start * gb, w.size(),
-                          CommType(b.key.grad_dtype), comm::ReduceOp::kSum));
+    ZSHARD_RETURN_IF_ERROR(inter_->AllReduce(b.grads.at(w.start * gb), w.size(),
+                                             CommType(b.key.grad_dtype),
+                                             comm::ReduceOp::kSum));
   }
   t.times.inter_allreduce = Since(t0);
   return absl::OkStatus();
@@ -140,15 +88,20 @@ absl::StatusOr<StepEngine::CommitArray> StepEngine::Commit(double local_loss,
                                                            bool stop_requested,
                                                            StepTelemetry& t) {
   const auto t0 = Clock::now();
+  // Per segment, in window order, added up here in that order: every
+  // device sums alike (device.h), so the norm is bit-identical.
   double nonfinite = 0, sq = 0;
+  std::vector<device::GradStats> stats;
   for (const WindowState& w : buffers_->windows()) {
     const BufferState& b = buffers_->buffers()[w.buffer];
-    for (const optim::Segment& seg : w.segments) {
-      const GradStats stats =
-          SumSquares(b.key.grad_dtype, b.grads.data(), w.start + seg.begin,
-                     w.start + seg.end);
-      sq += stats.sum_squares;
-      nonfinite += static_cast<double>(stats.nonfinite);
+    const int64_t gb = plan::DTypeBytes(b.key.grad_dtype);
+    stats.resize(w.segments.size());
+    ZSHARD_RETURN_IF_ERROR(buffers_->device().SumSquares(
+        b.grads.at(w.start * gb), b.key.grad_dtype, w.segments, w.size(),
+        absl::MakeSpan(stats)));
+    for (const device::GradStats& s : stats) {
+      sq += s.sum_squares;
+      nonfinite += static_cast<double>(s.nonfinite);
     }
   }
   // Every instance holds the same reduced gradients: divide by I so the
@@ -159,15 +112,20 @@ absl::StatusOr<StepEngine::CommitArray> StepEngine::Commit(double local_loss,
                         static_cast<float>(sq / config_.plan.instances),
                         static_cast<float>(local_loss),
                         stop_requested ? 1.0f : 0.0f};
-  if (intra_) {
-    ZSHARD_RETURN_IF_ERROR(intra_->AllReduce(values.data(), kCommitValues,
-                                             comm::DataType::kFp32,
-                                             comm::ReduceOp::kSum));
-  }
-  if (inter_) {
-    ZSHARD_RETURN_IF_ERROR(inter_->AllReduce(values.data(), kCommitValues,
-                                             comm::DataType::kFp32,
-                                             comm::ReduceOp::kSum));
+  if (intra_ || inter_) {
+    device::Device& dev = buffers_->device();
+    void* reduced = commit_buffer_.data();
+    const int64_t bytes = static_cast<int64_t>(sizeof(values));
+    ZSHARD_RETURN_IF_ERROR(dev.CopyToDevice(reduced, values.data(), bytes));
+    if (intra_) {
+      ZSHARD_RETURN_IF_ERROR(intra_->AllReduce(
+          reduced, kCommitValues, comm::DataType::kFp32, comm::ReduceOp::kSum));
+    }
+    if (inter_) {
+      ZSHARD_RETURN_IF_ERROR(inter_->AllReduce(
+          reduced, kCommitValues, comm::DataType::kFp32, comm::ReduceOp::kSum));
+    }
+    ZSHARD_RETURN_IF_ERROR(dev.CopyToHost(values.data(), reduced, bytes));
   }
   if (options_.commit_fault) ZSHARD_RETURN_IF_ERROR(options_.commit_fault());
   t.times.commit = Since(t0);
@@ -180,8 +138,8 @@ absl::Status StepEngine::AllGather(int w) {
   const int64_t pb = plan::DTypeBytes(b.key.param_dtype);
   const plan::Bucket& bucket =
       config_.plan.buffers[win.buffer].buckets[win.bucket];
-  return intra_->AllGather(b.params.data() + win.start * pb,
-                           b.params.data() + bucket.start * pb, win.size(),
+  return intra_->AllGather(b.params.at(win.start * pb),
+                           b.params.at(bucket.start * pb), win.size(),
                            CommType(b.key.param_dtype));
 }
 
@@ -215,12 +173,16 @@ absl::Status StepEngine::UpdateAndGather(StepTelemetry& t, bool gather) {
     const int64_t pb = plan::DTypeBytes(b.key.param_dtype);
     const auto a0 = Clock::now();
     // A bad segment table is a broken invariant of the plan: the state of
-    // earlier windows has advanced, so report it as after the commit.
-    const absl::Status adam_status = adam_->Update(
-        params, win.segments, buffers_->master(static_cast<int>(w)),
-        win.exp_avg.data(), win.exp_avg_sq.data(),
-        b.grads.data() + win.start * gb, b.key.grad_dtype,
-        b.params.data() + win.start * pb, b.key.param_dtype, win.size());
+    // earlier windows has advanced, so report it as after the commit. The
+    // window's params must be complete before its all-gather reads them.
+    const int wi = static_cast<int>(w);
+    absl::Status adam_status = adam_->Update(
+        params, win.segments, buffers_->master(wi),
+        buffers_->state(StateArray::kExpAvg, wi),
+        buffers_->state(StateArray::kExpAvgSq, wi), b.grads.at(win.start * gb),
+        b.key.grad_dtype, b.params.at(win.start * pb), b.key.param_dtype,
+        win.size());
+    if (adam_status.ok()) adam_status = adam_->Synchronize();
     t.times.adam += Since(a0);
     if (!adam_status.ok()) {
       return absl::InternalError(absl::StrCat("step engine: adam of window ", w,
@@ -230,7 +192,6 @@ absl::Status StepEngine::UpdateAndGather(StepTelemetry& t, bool gather) {
     // overlapping the next window's Adam.
     wait_pending();
     if (!gather || !intra_ || !gather_status.ok()) continue;
-    const int wi = static_cast<int>(w);
     auto gather = [this, wi]() {
       const auto g0 = Clock::now();
       absl::Status s = AllGather(wi);

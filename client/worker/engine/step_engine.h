@@ -18,11 +18,12 @@
 #include "absl/types/span.h"
 #include "client/worker/comm/communicator.h"
 #include "client/worker/comm/kv_store.h"
+#include "client/worker/device/device.h"
 #include "client/worker/device/device_spec.h"
 #include "client/worker/engine/engine_buffers.h"
 #include "client/worker/engine/step_telemetry.h"
 #include "client/worker/engine/workload.h"
-#include "client/worker/optim/cpu_adam.h"
+#include "client/worker/optim/optimizer.h"
 #include "common/job/job_spec.h"
 #include "common/plan/plan.h"
 
@@ -62,7 +63,9 @@ struct EngineOptions {
   // How cpu ranks exchange bytes (communicator.h). Default kAuto: shared
   // memory when the group's ranks share this host, else tcp.
   comm::HostTransport host_transport = comm::HostTransport::kAuto;
-  // Where the buffers, the communicators and Adam live. Default cpu.
+  // Where the buffers, the communicators and Adam live: cpu (host memory,
+  // the host communicators, CpuAdam) or cuda:N (device memory, NCCL,
+  // CudaAdam). Default cpu.
   device::DeviceSpec device;
   // Threads of the Adam kernel (0: every hardware thread). Default 0.
   int adam_threads = 0;
@@ -100,15 +103,16 @@ class StepEngine {
       const Workload& workload);
 
   // An engine of `config` on `buffers` (made by EngineBuffers::Create for
-  // config's plan and rank) whose owned windows already hold the optimizer
-  // state after training step `step` with `adam_step` Adam updates (filled
-  // by reshard::StateMover or a checkpoint). Joins the epoch's rendezvous
-  // like Create, then writes every owned master into its param window
-  // (rounded as Adam rounds) and all-gathers every bucket in the instance,
-  // so that every param buffer is complete. step() and adam_step() start at
-  // the given values, so bias correction goes on as if undisturbed; a step
+  // config's plan and rank, on options.device) whose owned windows already hold
+  // the optimizer state after training step `step` with `adam_step` Adam
+  // updates (filled by reshard::StateMover or a checkpoint). Joins the epoch's
+  // rendezvous like Create, then writes every owned master into its param
+  // window (rounded as Adam rounds) and all-gathers every bucket in the
+  // instance, so that every param buffer is complete. step() and adam_step()
+  // start at the given values, so bias correction goes on as if undisturbed; a
+  // step
   // - adam_step gap counts as skipped steps. InvalidArgument for a bad
-  // config, buffers of another plan or rank, or bad counters; the
+  // config, buffers of another plan, rank or device, or bad counters; the
   // communicator's status otherwise (the engine is then discarded).
   static absl::StatusOr<std::unique_ptr<StepEngine>> CreateFromState(
       const EngineConfig& config, const EngineOptions& options,
@@ -165,8 +169,8 @@ class StepEngine {
 
   StepEngine(const EngineConfig& config, const EngineOptions& options);
   // What Create and CreateFromState share: Validate checks the config
-  // (before any allocation); Connect makes the Adam kernel and joins the
-  // communicators' rendezvous.
+  // (before any allocation); Connect makes the Adam kernel of the buffers'
+  // device and joins the communicators' rendezvous.
   absl::Status Validate() const;
   absl::Status Connect();
   // Step's ZeRO-1 part, on the gradients the workload wrote into
@@ -194,10 +198,14 @@ class StepEngine {
 
   const EngineConfig config_;
   const EngineOptions options_;
+  // Owns the device: declared first, so everything below goes before it.
   std::unique_ptr<EngineBuffers> buffers_;
   std::unique_ptr<comm::Communicator> intra_;  // null when D == 1
   std::unique_ptr<comm::Communicator> inter_;  // null when I == 1
-  std::unique_ptr<optim::CpuAdam> adam_;
+  std::unique_ptr<optim::Optimizer> adam_;
+  // The commit values in device memory for the all-reduce; empty when the
+  // world is one rank.
+  device::Buffer commit_buffer_;
   optim::AdamHyper hyper_;
   int64_t step_ = 0;
   int64_t adam_step_ = 0;

@@ -4,11 +4,25 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "client/worker/engine/elements.h"
 #include "client/worker/engine/step_engine.h"
 #include "common/status.h"
 
 namespace zshard::engine {
+namespace {
+
+// The communicators' backend for the engine's device: the host
+// collectives for host memory, NCCL for CUDA memory.
+comm::CommDevice CommDeviceOf(const device::DeviceSpec& spec) {
+  switch (spec.kind) {
+    case device::DeviceKind::kCpu:
+      break;
+    case device::DeviceKind::kCuda:
+      return comm::CommDevice::kCuda;
+  }
+  return comm::CommDevice::kCpu;
+}
+
+}  // namespace
 
 EngineConfig MakeEngineConfig(const job::JobSpec& job, const plan::Plan& plan,
                               int rank, comm::KvStore* store) {
@@ -45,7 +59,8 @@ absl::StatusOr<std::unique_ptr<StepEngine>> StepEngine::Create(
   ZSHARD_RETURN_IF_ERROR(engine->Validate());
   ZSHARD_ASSIGN_OR_RETURN(
       engine->buffers_,
-      EngineBuffers::Create(config.model, config.plan, config.rank, workload));
+      EngineBuffers::Create(config.model, config.plan, config.rank, workload,
+                            options.device));
   ZSHARD_RETURN_IF_ERROR(engine->Connect());
   return engine;
 }
@@ -63,6 +78,12 @@ absl::StatusOr<std::unique_ptr<StepEngine>> StepEngine::CreateFromState(
         "step engine: the buffers are of plan ", buffers->plan().hash, " rank ",
         buffers->rank_plan().rank, ", not of plan ", config.plan.hash, " rank ",
         config.rank));
+  }
+  if (buffers->device().spec() != options.device) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step engine: the buffers are on device ",
+                     device::DeviceSpecName(buffers->device().spec()),
+                     ", not on ", device::DeviceSpecName(options.device)));
   }
   if (step < 0 || adam_step < 0 || adam_step > step) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -96,18 +117,14 @@ absl::Status StepEngine::Validate() const {
     return absl::InvalidArgumentError(
         "step engine: clip_grad_norm must be >= 0");
   }
-  if (options_.device.kind != device::DeviceKind::kCpu) {
-    return absl::UnimplementedError(absl::StrCat(
-        "step engine: device ", device::DeviceSpecName(options_.device),
-        " is not supported by this engine yet (cpu only)"));
-  }
   return absl::OkStatus();
 }
 
 absl::Status StepEngine::Connect() {
-  optim::CpuAdamOptions adam_options;
-  adam_options.num_threads = options_.adam_threads;
-  ZSHARD_ASSIGN_OR_RETURN(adam_, optim::CpuAdam::Create(adam_options));
+  device::Device& dev = buffers_->device();
+  device::AdamOptions adam_options;
+  adam_options.threads = options_.adam_threads;
+  ZSHARD_ASSIGN_OR_RETURN(adam_, dev.CreateAdam(adam_options));
 
   const plan::Plan& plan = config_.plan;
   const int d = plan.shard_group_size;
@@ -119,6 +136,13 @@ absl::Status StepEngine::Connect() {
   co.hostname = options_.hostname;
   co.host_transport = options_.host_transport;
   co.chunk_bytes = options_.chunk_bytes;
+  co.device = CommDeviceOf(dev.spec());
+  co.cuda_device = dev.spec().ordinal;
+  if (d > 1 || plan.instances > 1) {
+    ZSHARD_ASSIGN_OR_RETURN(
+        commit_buffer_,
+        dev.Allocate(device::MemoryCategory::kComm, sizeof(CommitArray)));
+  }
   if (d > 1) {
     co.rank = shard_rank;
     co.size = d;
@@ -141,12 +165,10 @@ absl::Status StepEngine::PublishParams() {
     // fp32 params are their own master: nothing to write.
     if (win.master.empty()) continue;
     BufferState& b = buffers_->buffers()[win.buffer];
-    for (const optim::Segment& seg : win.segments) {
-      for (int64_t i = seg.begin; i < seg.end; ++i) {
-        StoreElement(b.key.param_dtype, b.params.data(), win.start + i,
-                     win.master[i]);
-      }
-    }
+    const int64_t pb = plan::DTypeBytes(b.key.param_dtype);
+    ZSHARD_RETURN_IF_ERROR(buffers_->device().CastToParam(
+        buffers_->master(static_cast<int>(w)), b.params.at(win.start * pb),
+        b.key.param_dtype, win.segments, win.size()));
   }
   if (!intra_) return absl::OkStatus();
   for (size_t w = 0; w < windows.size(); ++w) {

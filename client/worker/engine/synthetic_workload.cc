@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "common/status.h"
+
 namespace zshard::engine {
 
 SyntheticWorkload::SyntheticWorkload(const plan::ModelSpec& model,
@@ -47,7 +49,7 @@ absl::StatusOr<double> SyntheticWorkload::Gradients(int64_t step,
       values[j] = RankGradient(offsets_[p] + j, step, options_.global_batch,
                                options_.world, options_.rank);
     }
-    state.WriteGrad(static_cast<int>(p), values);
+    ZSHARD_RETURN_IF_ERROR(state.WriteGrad(static_cast<int>(p), values));
   }
   return 0.0;
 }

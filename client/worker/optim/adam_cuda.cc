@@ -80,13 +80,12 @@ CudaAdam::~CudaAdam() {
   }
 }
 
-absl::Status CudaAdam::Update(const AdamStepParams& params,
-                              absl::Span<const Segment> segments, float* master,
-                              float* m, float* v, const void* grad,
-                              plan::DType grad_dtype, void* param_out,
-                              plan::DType param_dtype, int64_t n) {
-  ZSHARD_RETURN_IF_ERROR(ValidateUpdateArgs("cuda adam", segments, master, m, v,
-                                            grad, param_out, n));
+absl::Status CudaAdam::DoUpdate(const AdamStepParams& params,
+                                absl::Span<const Segment> segments,
+                                float* master, float* m, float* v,
+                                const void* grad, plan::DType grad_dtype,
+                                void* param_out, plan::DType param_dtype,
+                                int64_t n) {
   const Segment whole{0, n, false, false};
   if (segments.empty()) segments = absl::MakeConstSpan(&whole, 1);
   ZSHARD_RETURN_IF_ERROR(

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "client/worker/optim/adam.h"
+#include "client/worker/optim/optimizer.h"
 #include "common/plan/model_spec.h"
 
 namespace zshard::optim {
@@ -25,9 +26,11 @@ struct CudaAdamOptions {
   int blocks_per_sm = 8;        // grid = SMs * blocks_per_sm (default 8)
 };
 
-// Not thread-safe: one caller at a time. Keeps the device current only
-// during its calls.
-class CudaAdam {
+// The Optimizer over device memory: Update (optimizer.h) enqueues one flat
+// kernel per slice (per 128 pieces) on the stream and returns; Synchronize
+// waits for it. Not thread-safe: one caller at a time. Keeps the device
+// current only during its calls.
+class CudaAdam final : public Optimizer {
  public:
   // Unavailable without a device; InvalidArgument for bad options.
   static absl::StatusOr<std::unique_ptr<CudaAdam>> Create(
@@ -36,23 +39,20 @@ class CudaAdam {
   CudaAdam(const CudaAdam&) = delete;
   CudaAdam& operator=(const CudaAdam&) = delete;
 
-  // Enqueues one AdamW step of n elements on the stream; the pointers are
-  // device memory of the layout CpuAdam::Update documents, and segments the
-  // same host-side table. Returns once enqueued: the buffers must stay
-  // alive until Synchronize(). InvalidArgument on bad arguments, Internal on
-  // a launch failure.
-  absl::Status Update(const AdamStepParams& params,
-                      absl::Span<const Segment> segments, float* master,
-                      float* m, float* v, const void* grad,
-                      plan::DType grad_dtype, void* param_out,
-                      plan::DType param_dtype, int64_t n);
-
   // Blocks until the stream's work is done; Internal with the CUDA error.
-  absl::Status Synchronize();
+  absl::Status Synchronize() override;
+  absl::string_view name() const override { return "cuda adam"; }
 
  private:
   CudaAdam(const CudaAdamOptions& options, void* stream, bool owns_stream,
            int max_blocks);
+  // Enqueues the update (pointers in device memory, the segment table on
+  // the host) on the stream; Internal on a launch failure.
+  absl::Status DoUpdate(const AdamStepParams& params,
+                        absl::Span<const Segment> segments, float* master,
+                        float* m, float* v, const void* grad,
+                        plan::DType grad_dtype, void* param_out,
+                        plan::DType param_dtype, int64_t n) override;
 
   const CudaAdamOptions options_;
   void* stream_;

@@ -64,14 +64,12 @@ CpuAdam::CpuAdam(const CpuAdamOptions& options, CpuAdamPath path, int threads)
                       kChunkGrain),
       pool_(threads) {}
 
-absl::Status CpuAdam::Update(const AdamStepParams& params,
-                             absl::Span<const Segment> segments, float* master,
-                             float* m, float* v, const void* grad,
-                             plan::DType grad_dtype, void* param_out,
-                             plan::DType param_dtype, int64_t n) {
-  ZSHARD_RETURN_IF_ERROR(ValidateUpdateArgs("cpu adam", segments, master, m, v,
-                                            grad, param_out, n));
-
+absl::Status CpuAdam::DoUpdate(const AdamStepParams& params,
+                               absl::Span<const Segment> segments,
+                               float* master, float* m, float* v,
+                               const void* grad, plan::DType grad_dtype,
+                               void* param_out, plan::DType param_dtype,
+                               int64_t n) {
   std::vector<Run> runs;
   const Segment whole{0, n, false, false};
   if (segments.empty()) segments = absl::MakeConstSpan(&whole, 1);

@@ -11,6 +11,7 @@
 #include "absl/types/span.h"
 #include "client/worker/optim/adam.h"
 #include "client/worker/optim/cpu_adam_kernels.h"
+#include "client/worker/optim/optimizer.h"
 #include "client/worker/optim/thread_pool.h"
 #include "common/plan/model_spec.h"
 
@@ -32,31 +33,29 @@ struct CpuAdamOptions {
   int64_t chunk_elements = 65536;
 };
 
-// Thread-safe: concurrent Update() calls are serialised on the pool.
-class CpuAdam {
+// The Optimizer over host memory. Update (optimizer.h) blocks until the
+// slice is done. Thread-safe: concurrent Update() calls are serialised on
+// the pool.
+class CpuAdam final : public Optimizer {
  public:
   // InvalidArgument for negative counts or a path this CPU cannot run.
   static absl::StatusOr<std::unique_ptr<CpuAdam>> Create(
       const CpuAdamOptions& options);
 
-  // Applies one AdamW step to the n elements of a slice: master, m and v are
-  // fp32 arrays of n elements, grad holds n elements of grad_dtype,
-  // param_out receives n elements of param_dtype (the new master rounded to
-  // nearest even; it may alias master when param_dtype is fp32). Segments
-  // (see ValidateSegments) give per-piece weight decay; padding and
-  // uncovered elements are neither read nor written. Blocks until done.
-  // InvalidArgument on a bad table, null pointers with n > 0, or n < 0.
-  absl::Status Update(const AdamStepParams& params,
-                      absl::Span<const Segment> segments, float* master,
-                      float* m, float* v, const void* grad,
-                      plan::DType grad_dtype, void* param_out,
-                      plan::DType param_dtype, int64_t n);
+  // Update blocks: nothing is left to wait for.
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+  absl::string_view name() const override { return "cpu adam"; }
 
   CpuAdamPath path() const { return path_; }
   int num_threads() const { return pool_.num_threads(); }
 
  private:
   CpuAdam(const CpuAdamOptions& options, CpuAdamPath path, int threads);
+  absl::Status DoUpdate(const AdamStepParams& params,
+                        absl::Span<const Segment> segments, float* master,
+                        float* m, float* v, const void* grad,
+                        plan::DType grad_dtype, void* param_out,
+                        plan::DType param_dtype, int64_t n) override;
 
   const CpuAdamOptions options_;
   const CpuAdamPath path_;

@@ -2,12 +2,13 @@
 #include "client/worker/reshard/param_space.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 
 namespace zshard::reshard {
 namespace {
+
+using engine::StateArray;
 
 // Calls fn(slice, from, to) for the part [from, to) of every slice that
 // lies inside [begin, end).
@@ -77,34 +78,53 @@ absl::StatusOr<std::vector<Slice>> ParamSpace::Find(int param_index,
   return missing(cursor);
 }
 
-void CopyOut(const engine::EngineBuffers& buffers,
-             absl::Span<const Slice> slices, int64_t begin, int64_t end,
-             float* master, float* exp_avg, float* exp_avg_sq) {
-  ForEachPart(
-      slices, begin, end, [&](const Slice& s, int64_t from, int64_t to) {
-        const engine::WindowState& win = buffers.windows()[s.window];
-        const int64_t at = s.offset + (from - s.begin);
-        const size_t bytes = static_cast<size_t>(to - from) * sizeof(float);
-        const int64_t out = from - begin;
-        std::memcpy(master + out, buffers.master(s.window) + at, bytes);
-        std::memcpy(exp_avg + out, win.exp_avg.data() + at, bytes);
-        std::memcpy(exp_avg_sq + out, win.exp_avg_sq.data() + at, bytes);
-      });
+absl::Status CopyOut(const engine::EngineBuffers& buffers,
+                     absl::Span<const Slice> slices, int64_t begin, int64_t end,
+                     float* master, float* exp_avg, float* exp_avg_sq) {
+  absl::Status status;
+  ForEachPart(slices, begin, end,
+              [&](const Slice& s, int64_t from, int64_t to) {
+                if (!status.ok()) return;
+                const int64_t at = s.offset + (from - s.begin);
+                const int64_t n = to - from;
+                const int64_t out = from - begin;
+                status = buffers.ReadState(StateArray::kMaster, s.window, at, n,
+                                           master + out);
+                if (status.ok()) {
+                  status = buffers.ReadState(StateArray::kExpAvg, s.window, at,
+                                             n, exp_avg + out);
+                }
+                if (status.ok()) {
+                  status = buffers.ReadState(StateArray::kExpAvgSq, s.window,
+                                             at, n, exp_avg_sq + out);
+                }
+              });
+  return status;
 }
 
-void CopyIn(engine::EngineBuffers& buffers, absl::Span<const Slice> slices,
-            int64_t begin, int64_t end, const float* master,
-            const float* exp_avg, const float* exp_avg_sq) {
-  ForEachPart(
-      slices, begin, end, [&](const Slice& s, int64_t from, int64_t to) {
-        engine::WindowState& win = buffers.windows()[s.window];
-        const int64_t at = s.offset + (from - s.begin);
-        const size_t bytes = static_cast<size_t>(to - from) * sizeof(float);
-        const int64_t in = from - begin;
-        std::memcpy(buffers.master(s.window) + at, master + in, bytes);
-        std::memcpy(win.exp_avg.data() + at, exp_avg + in, bytes);
-        std::memcpy(win.exp_avg_sq.data() + at, exp_avg_sq + in, bytes);
-      });
+absl::Status CopyIn(engine::EngineBuffers& buffers,
+                    absl::Span<const Slice> slices, int64_t begin, int64_t end,
+                    const float* master, const float* exp_avg,
+                    const float* exp_avg_sq) {
+  absl::Status status;
+  ForEachPart(slices, begin, end,
+              [&](const Slice& s, int64_t from, int64_t to) {
+                if (!status.ok()) return;
+                const int64_t at = s.offset + (from - s.begin);
+                const int64_t n = to - from;
+                const int64_t in = from - begin;
+                status = buffers.WriteState(StateArray::kMaster, s.window, at,
+                                            n, master + in);
+                if (status.ok()) {
+                  status = buffers.WriteState(StateArray::kExpAvg, s.window, at,
+                                              n, exp_avg + in);
+                }
+                if (status.ok()) {
+                  status = buffers.WriteState(StateArray::kExpAvgSq, s.window,
+                                              at, n, exp_avg_sq + in);
+                }
+              });
+  return status;
 }
 
 }  // namespace zshard::reshard

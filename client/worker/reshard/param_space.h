@@ -1,7 +1,7 @@
 // ParamSpace: where a param-space range of optimizer state (param index,
 // element range of the flattened param) lives in one rank's EngineBuffers
 // (owned window and offset in it), from the plan's pieces; and copies of
-// master, m and v between such a range and flat arrays.
+// master, m and v between such a range and flat host arrays.
 #pragma once
 
 #include <cstdint>
@@ -46,15 +46,17 @@ class ParamSpace {
 };
 
 // Copies the state of param elements [begin, end), held by `slices` (as
-// returned by Find for a range containing it), into the three arrays of
-// end - begin floats each.
-void CopyOut(const engine::EngineBuffers& buffers,
-             absl::Span<const Slice> slices, int64_t begin, int64_t end,
-             float* master, float* exp_avg, float* exp_avg_sq);
+// returned by Find for a range containing it), into the three host arrays
+// of end - begin floats each (through the buffers' device). The device's
+// status on failure.
+absl::Status CopyOut(const engine::EngineBuffers& buffers,
+                     absl::Span<const Slice> slices, int64_t begin, int64_t end,
+                     float* master, float* exp_avg, float* exp_avg_sq);
 
-// The reverse: writes the three arrays into [begin, end) of `buffers`.
-void CopyIn(engine::EngineBuffers& buffers, absl::Span<const Slice> slices,
-            int64_t begin, int64_t end, const float* master,
-            const float* exp_avg, const float* exp_avg_sq);
+// The reverse: writes the three host arrays into [begin, end) of `buffers`.
+absl::Status CopyIn(engine::EngineBuffers& buffers,
+                    absl::Span<const Slice> slices, int64_t begin, int64_t end,
+                    const float* master, const float* exp_avg,
+                    const float* exp_avg_sq);
 
 }  // namespace zshard::reshard

@@ -49,32 +49,36 @@ absl::Status RangeTransfer::Send(int peer, uint32_t tag,
                                  const engine::EngineBuffers& from,
                                  absl::Span<const Slice> slices, int64_t begin,
                                  int64_t end) {
-  auto pack = [&](int64_t b, std::vector<char>& buf) {
+  auto pack = [&](int64_t b, std::vector<char>& buf) -> absl::Status {
     const int64_t n = std::min(end, b + chunk_elements_) - b;
     const size_t payload = PayloadBytes(n);
     buf.resize(payload + kChecksumBytes);
     float* floats = reinterpret_cast<float*>(buf.data());
-    CopyOut(from, slices, b, b + n, floats, floats + n, floats + 2 * n);
+    ZSHARD_RETURN_IF_ERROR(
+        CopyOut(from, slices, b, b + n, floats, floats + n, floats + 2 * n));
     const uint64_t sum = Checksum(buf.data(), payload);
     std::memcpy(buf.data() + payload, &sum, kChecksumBytes);
     if (tamper_) tamper_(absl::MakeSpan(buf.data(), payload));
+    return absl::OkStatus();
   };
   if (begin >= end) return absl::OkStatus();
-  pack(begin, scratch_[0]);
+  ZSHARD_RETURN_IF_ERROR(pack(begin, scratch_[0]));
   int current = 0;
   for (int64_t b = begin; b < end; b += chunk_elements_) {
     ZSHARD_RETURN_IF_ERROR(CheckAborted());
     const int64_t next = b + chunk_elements_;
-    std::future<void> packing;
+    std::future<absl::Status> packing;
     if (next < end) {
       std::vector<char>* spare = &scratch_[1 - current];
       packing = std::async(std::launch::async,
-                           [&pack, next, spare] { pack(next, *spare); });
+                           [&pack, next, spare] { return pack(next, *spare); });
     }
     const absl::Status sent = comm_->Send(peer, scratch_[current].data(),
                                           scratch_[current].size(), tag);
-    if (packing.valid()) packing.wait();
+    const absl::Status packed =
+        packing.valid() ? packing.get() : absl::OkStatus();
     ZSHARD_RETURN_IF_ERROR(sent);
+    ZSHARD_RETURN_IF_ERROR(packed);
     current = 1 - current;
   }
   return absl::OkStatus();
@@ -95,8 +99,7 @@ absl::Status RangeTransfer::Recv(int peer, uint32_t tag,
           absl::StrCat("checksum mismatch in elements [", b, ", ", b + n, ")"));
     }
     const float* floats = reinterpret_cast<const float*>(buf.data());
-    CopyIn(to, slices, b, b + n, floats, floats + n, floats + 2 * n);
-    return absl::OkStatus();
+    return CopyIn(to, slices, b, b + n, floats, floats + n, floats + 2 * n);
   };
   std::future<absl::Status> unpacking;
   auto finish = [&]() -> absl::Status {

@@ -64,10 +64,13 @@ std::string RangeName(const engine::EngineBuffers& b, int param, int64_t begin,
   return absl::StrCat("param '", name, "' elements [", begin, ", ", end, ")");
 }
 
-// Copies every element that both buffers own from `from` into `to`.
-int64_t KeepLocal(const engine::EngineBuffers& from,
-                  const ParamSpace& old_space, engine::EngineBuffers& to,
-                  const ParamSpace& new_space, Coverage& coverage) {
+// Copies every element that both buffers own from `from` into `to`, device
+// to device; returns the elements copied.
+absl::StatusOr<int64_t> KeepLocal(const engine::EngineBuffers& from,
+                                  const ParamSpace& old_space,
+                                  engine::EngineBuffers& to,
+                                  const ParamSpace& new_space,
+                                  Coverage& coverage) {
   int64_t elements = 0;
   for (int p = 0; p < new_space.num_params(); ++p) {
     for (const Slice& ns : new_space.slices(p)) {
@@ -75,10 +78,9 @@ int64_t KeepLocal(const engine::EngineBuffers& from,
         const int64_t b = std::max(ns.begin, os.begin);
         const int64_t e = std::min(ns.end, os.end);
         if (b >= e) continue;
-        const int64_t at = ns.offset + (b - ns.begin);
-        CopyOut(from, {&os, 1}, b, e, to.master(ns.window) + at,
-                to.windows()[ns.window].exp_avg.data() + at,
-                to.windows()[ns.window].exp_avg_sq.data() + at);
+        ZSHARD_RETURN_IF_ERROR(
+            to.CopyStateFrom(from, os.window, os.offset + (b - os.begin),
+                             ns.window, ns.offset + (b - ns.begin), e - b));
         coverage.Add(p, b, e);
         elements += e - b;
       }
@@ -87,17 +89,47 @@ int64_t KeepLocal(const engine::EngineBuffers& from,
   return elements;
 }
 
-// Reads [begin, end) of a param from a checkpoint file into `to`.
+// Copies [begin, end) of a param held by `from` at `from_slices` into `to`
+// at `to_slices` (both as Find returns them), device to device.
+absl::Status CopyRange(const engine::EngineBuffers& from,
+                       absl::Span<const Slice> from_slices,
+                       engine::EngineBuffers& to,
+                       absl::Span<const Slice> to_slices) {
+  for (const Slice& ts : to_slices) {
+    for (const Slice& fs : from_slices) {
+      const int64_t b = std::max(ts.begin, fs.begin);
+      const int64_t e = std::min(ts.end, fs.end);
+      if (b >= e) continue;
+      ZSHARD_RETURN_IF_ERROR(
+          to.CopyStateFrom(from, fs.window, fs.offset + (b - fs.begin),
+                           ts.window, ts.offset + (b - ts.begin), e - b));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Reads [begin, end) of a param from a checkpoint file into `to`, through
+// host arrays of at most kReadElements elements each.
 absl::Status ReadRange(const checkpoint::RankFileReader& reader,
                        const plan::Move& move, engine::EngineBuffers& to,
                        absl::Span<const Slice> slices) {
+  constexpr int64_t kReadElements = int64_t{1} << 20;
+  std::vector<float> master, exp_avg, exp_avg_sq;
   for (const Slice& s : slices) {
-    engine::WindowState& win = to.windows()[s.window];
-    absl::Status st = reader.Read(move.param_index, move.expert_rank, s.begin,
-                                  s.end, to.master(s.window) + s.offset,
-                                  win.exp_avg.data() + s.offset,
-                                  win.exp_avg_sq.data() + s.offset);
-    if (!st.ok()) return absl::DataLossError(st.message());
+    for (int64_t b = s.begin; b < s.end; b += kReadElements) {
+      const int64_t e = std::min(s.end, b + kReadElements);
+      const size_t n = static_cast<size_t>(e - b);
+      master.resize(n);
+      exp_avg.resize(n);
+      exp_avg_sq.resize(n);
+      absl::Status st =
+          reader.Read(move.param_index, move.expert_rank, b, e, master.data(),
+                      exp_avg.data(), exp_avg_sq.data());
+      if (!st.ok()) return absl::DataLossError(st.message());
+      const Slice part{s.window, s.offset + (b - s.begin), b, e};
+      ZSHARD_RETURN_IF_ERROR(CopyIn(to, {&part, 1}, b, e, master.data(),
+                                    exp_avg.data(), exp_avg_sq.data()));
+    }
   }
   return absl::OkStatus();
 }
@@ -177,9 +209,10 @@ absl::Status StateMover::RunMoves(MoveStats& stats) {
   if (new_state != nullptr) new_space.emplace(*new_state);
   Coverage coverage(new_space ? new_space->num_params() : 0);
   if (old_space && new_space) {
-    stats.bytes_kept =
-        kStateBytes *
-        KeepLocal(*old_state, *old_space, *new_state, *new_space, coverage);
+    ZSHARD_ASSIGN_OR_RETURN(
+        const int64_t kept,
+        KeepLocal(*old_state, *old_space, *new_state, *new_space, coverage));
+    stats.bytes_kept = kStateBytes * kept;
   }
 
   // Resolve every move this worker takes part in before any traffic, so a
@@ -293,12 +326,9 @@ absl::Status StateMover::RunMoves(MoveStats& stats) {
       if (!s.ok()) return WithContext(s, what);
       stats.bytes_from_checkpoint += bytes;
     } else if (sends && receives) {  // to itself: a local copy
-      for (const Slice& s : mine[i].to) {
-        CopyOut(*old_state, mine[i].from, s.begin, s.end,
-                new_state->master(s.window) + s.offset,
-                new_state->windows()[s.window].exp_avg.data() + s.offset,
-                new_state->windows()[s.window].exp_avg_sq.data() + s.offset);
-      }
+      absl::Status s =
+          CopyRange(*old_state, mine[i].from, *new_state, mine[i].to);
+      if (!s.ok()) return WithContext(s, what);
       stats.bytes_kept += bytes;
     } else if (sends) {
       absl::Status s = transfer.Send(index.at(m.dest_member), tag, *old_state,

@@ -1,11 +1,22 @@
 // StateMover: executes one epoch's moves of optimizer state (DESIGN.md
 // section 6) on this worker: copies the ranges it keeps from its old
-// buffers into its new ones, sends the ranges it gives away and receives
-// the ranges it gets over one Communicator (Gloo on CPU) spanning the
-// members that take part, in bounded chunks each verified by a checksum,
-// and reads the ranges whose source is a checkpoint file. State is
-// addressed in param space (plan::Move), so old and new buffers may have any
-// world, instance count or bucket size.
+// buffers into its new ones (device to device), sends the ranges it gives
+// away and receives the ranges it gets over one host Communicator spanning
+// the members that take part, in bounded chunks each verified by a
+// checksum, and reads the ranges whose source is a checkpoint file. State
+// is addressed in param space (plan::Move), so old and new buffers may have
+// any world, instance count or bucket size.
+//
+// On every device the moves travel through host memory over the host
+// transport (tcp or shm), the buffers' device copying each chunk out of or
+// into its memory (through pinned staging on CUDA), never over NCCL
+// send/recv: a move happens once per re-shard, not per step; the FNV-1a
+// checksum of every chunk is taken and checked on the host bytes that
+// travel; a sender may be a member that holds no rank, or no GPU, in the
+// new epoch; checkpoint sources are host files anyway; and a host
+// communicator over the participants is cheap to make for each epoch and
+// aborts promptly, where an NCCL communicator over an ad-hoc set of members
+// would cost a full NCCL initialisation per transition.
 #pragma once
 
 #include <atomic>

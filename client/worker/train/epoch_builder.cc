@@ -152,8 +152,9 @@ absl::StatusOr<std::unique_ptr<HeldEngine>> BuildEpoch(BuildInput input) {
       return held;
     }
     ZSHARD_ASSIGN_OR_RETURN(
-        buffers, engine::EngineBuffers::Create(job.model, *plan, epoch.rank,
-                                               *held->workload));
+        buffers,
+        engine::EngineBuffers::Create(job.model, *plan, epoch.rank,
+                                      *held->workload, input.options.device));
   }
   if (buffers != nullptr || SendsState(epoch)) {
     reshard::MoveInput move;

@@ -9,6 +9,7 @@
 #include "client/worker/engine/synthetic_workload.h"
 #include "common/plan/ledger.h"
 #include "gtest/gtest.h"
+#include "tests/worker/engine/buffer_readback.h"
 
 namespace zshard::engine {
 namespace {
@@ -73,16 +74,18 @@ TEST(EngineBuffersTest, InitialParamsAndMastersAreRoundedFormula) {
       EngineBuffers::Create(model, *plan, 1, workload);
   ASSERT_TRUE(b.ok()) << b.status();
   // p1 starts at global element 1000; bf16 rounding of 0.02 cos(0.7).
-  const std::vector<float> p1 = (*b)->ReadParam(1);
+  const std::vector<float> p1 = zshard::testing::Param(**b, 1);
   const float exact = SyntheticWorkload::InitialValue(1000);
   EXPECT_NE(p1[0], exact);
   EXPECT_NEAR(p1[0], exact, exact * (1.0 / 256));
   // Each master equals the param element it shadows; padding is 0.
   for (size_t w = 0; w < (*b)->windows().size(); ++w) {
     const WindowState& win = (*b)->windows()[w];
-    const float* master = (*b)->master(static_cast<int>(w));
+    const std::vector<float> master = zshard::testing::ReadArray(
+        **b, StateArray::kMaster, static_cast<int>(w));
     for (const plan::Piece& piece : win.pieces) {
-      const std::vector<float> param = (*b)->ReadParam(piece.param_index);
+      const std::vector<float> param =
+          zshard::testing::Param(**b, piece.param_index);
       for (int64_t j = piece.start; j < piece.end; ++j) {
         ASSERT_EQ(master[j - win.start],
                   param[piece.param_start + (j - piece.start)]);

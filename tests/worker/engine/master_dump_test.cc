@@ -11,6 +11,7 @@
 #include "client/worker/engine/synthetic_workload.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/worker/engine/buffer_readback.h"
 
 namespace zshard::engine {
 namespace {
@@ -67,7 +68,7 @@ TEST_F(MasterDumpTest, WritesIndexAndRawFloatsOfTheWorkedExample) {
   ASSERT_EQ(raw.size(), (2496 - 1216) * 4u);
   float first;
   std::memcpy(&first, raw.data(), 4);
-  EXPECT_EQ(first, (*buffers)->ReadParam(2)[1216]);
+  EXPECT_EQ(first, zshard::testing::Param(**buffers, 2)[1216]);
 }
 
 TEST_F(MasterDumpTest, LoadAssemblesEveryRankAndReportsGaps) {
@@ -84,7 +85,8 @@ TEST_F(MasterDumpTest, LoadAssemblesEveryRankAndReportsGaps) {
   ASSERT_TRUE(DumpMasters(**buffers, dir_).ok());
   auto all = LoadMasters(dir_, model_);
   ASSERT_TRUE(all.ok()) << all.status();
-  EXPECT_EQ(all->at("layer.2")[4999], (*buffers)->ReadParam(2)[4999]);
+  EXPECT_EQ(all->at("layer.2")[4999],
+            zshard::testing::Param(**buffers, 2)[4999]);
 }
 
 }  // namespace

@@ -8,7 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/worker/engine/reference_optimizer.h"
+#include "common/status.h"
 #include "gtest/gtest.h"
+#include "tests/worker/engine/buffer_readback.h"
 #include "tests/worker/engine/engine_cluster.h"
 
 namespace zshard::engine {
@@ -43,14 +45,18 @@ std::vector<uint8_t> Snapshot(const EngineBuffers& b) {
     const uint8_t* u = static_cast<const uint8_t*>(p);
     out.insert(out.end(), u, u + n);
   };
-  for (const BufferState& buf : b.buffers()) {
-    append(buf.params.data(), buf.params.size());
+  for (size_t buf = 0; buf < b.buffers().size(); ++buf) {
+    const std::vector<uint8_t> params =
+        zshard::testing::ReadParamBytes(b, static_cast<int>(buf));
+    append(params.data(), params.size());
   }
   for (size_t w = 0; w < b.windows().size(); ++w) {
-    const WindowState& win = b.windows()[w];
-    append(b.master(static_cast<int>(w)), win.size() * sizeof(float));
-    append(win.exp_avg.data(), win.size() * sizeof(float));
-    append(win.exp_avg_sq.data(), win.size() * sizeof(float));
+    for (const StateArray a :
+         {StateArray::kMaster, StateArray::kExpAvg, StateArray::kExpAvgSq}) {
+      const std::vector<float> v =
+          zshard::testing::ReadArray(b, a, static_cast<int>(w));
+      append(v.data(), v.size() * sizeof(float));
+    }
   }
   return out;
 }
@@ -68,7 +74,7 @@ class PoisonedWorkload final : public Workload {
     if (step == poison_step_) {
       std::vector<float> g(500, 0.0f);
       g[123] = std::numeric_limits<float>::quiet_NaN();
-      state.WriteGrad(1, g);
+      ZSHARD_RETURN_IF_ERROR(state.WriteGrad(1, g));
     }
     return loss;
   }
@@ -185,7 +191,8 @@ TEST(StepEngineFaultsTest, PeerLostAfterCommitStillAdvancesEveryRank) {
     // The owned masters reached step 2 exactly as the reference did.
     const EngineBuffers& b = cluster.engines[r]->buffers();
     for (size_t w = 0; w < b.windows().size(); ++w) {
-      const float* master = b.master(static_cast<int>(w));
+      const std::vector<float> master = zshard::testing::ReadArray(
+          b, StateArray::kMaster, static_cast<int>(w));
       for (const plan::Piece& piece : b.windows()[w].pieces) {
         for (int64_t j = piece.start; j < piece.end; ++j) {
           ASSERT_EQ(

@@ -14,6 +14,7 @@
 #include "client/worker/engine/master_dump.h"
 #include "client/worker/engine/reference_optimizer.h"
 #include "gtest/gtest.h"
+#include "tests/worker/engine/buffer_readback.h"
 #include "tests/worker/engine/engine_cluster.h"
 
 namespace zshard::engine {
@@ -157,8 +158,8 @@ TEST_P(StepEngineTest, MastersMatchUnshardedReference) {
     }
     // Every rank's all-gathered params are the masters rounded.
     for (int r = 0; r < c.world; ++r) {
-      const std::vector<float> param =
-          cluster.engines[r]->buffers().ReadParam(static_cast<int>(p));
+      const std::vector<float> param = zshard::testing::Param(
+          cluster.engines[r]->buffers(), static_cast<int>(p));
       for (size_t j = 0; j < param.size(); ++j) {
         ASSERT_EQ(param[j], RoundTo(c.dtype, got[j]))
             << "rank " << r << " " << model.params[p].name << "[" << j << "]";

@@ -19,6 +19,7 @@
 #include "client/worker/engine/master_dump.h"
 #include "client/worker/engine/reference_optimizer.h"
 #include "gtest/gtest.h"
+#include "tests/worker/engine/buffer_readback.h"
 #include "tests/worker/engine/engine_cluster.h"
 
 namespace zshard::engine {
@@ -66,10 +67,12 @@ std::vector<uint8_t> OwnedState(const EngineBuffers& b) {
     out.insert(out.end(), u, u + n);
   };
   for (size_t w = 0; w < b.windows().size(); ++w) {
-    const WindowState& win = b.windows()[w];
-    append(b.master(static_cast<int>(w)), win.size() * sizeof(float));
-    append(win.exp_avg.data(), win.size() * sizeof(float));
-    append(win.exp_avg_sq.data(), win.size() * sizeof(float));
+    for (const StateArray a :
+         {StateArray::kMaster, StateArray::kExpAvg, StateArray::kExpAvgSq}) {
+      const std::vector<float> v =
+          zshard::testing::ReadArray(b, a, static_cast<int>(w));
+      append(v.data(), v.size() * sizeof(float));
+    }
   }
   return out;
 }
@@ -207,12 +210,23 @@ void PrintTo(const Reshape& c, std::ostream* os) {
 // of `from` owns it (any instance's replica).
 void CopyState(const std::vector<const EngineBuffers*>& from,
                EngineBuffers& to) {
+  constexpr StateArray kArrays[] = {StateArray::kMaster, StateArray::kExpAvg,
+                                    StateArray::kExpAvgSq};
   for (size_t w = 0; w < to.windows().size(); ++w) {
-    WindowState& win = to.windows()[w];
+    const WindowState& win = to.windows()[w];
+    std::vector<float> dst[3];
+    for (int a = 0; a < 3; ++a) {
+      dst[a] = zshard::testing::ReadArray(to, kArrays[a], static_cast<int>(w));
+    }
     for (const plan::Piece& piece : win.pieces) {
       for (const EngineBuffers* src : from) {
         for (size_t sw = 0; sw < src->windows().size(); ++sw) {
           const WindowState& swin = src->windows()[sw];
+          std::vector<float> from_arrays[3];
+          for (int a = 0; a < 3; ++a) {
+            from_arrays[a] = zshard::testing::ReadArray(*src, kArrays[a],
+                                                        static_cast<int>(sw));
+          }
           for (const plan::Piece& sp : swin.pieces) {
             if (sp.param_index != piece.param_index) continue;
             const int64_t b = std::max(sp.param_start, piece.param_start);
@@ -221,14 +235,14 @@ void CopyState(const std::vector<const EngineBuffers*>& from,
               const int64_t at =
                   piece.start - win.start + j - piece.param_start;
               const int64_t sat = sp.start - swin.start + j - sp.param_start;
-              to.master(static_cast<int>(w))[at] =
-                  src->master(static_cast<int>(sw))[sat];
-              win.exp_avg[at] = swin.exp_avg[sat];
-              win.exp_avg_sq[at] = swin.exp_avg_sq[sat];
+              for (int a = 0; a < 3; ++a) dst[a][at] = from_arrays[a][sat];
             }
           }
         }
       }
+    }
+    for (int a = 0; a < 3; ++a) {
+      zshard::testing::WriteArray(to, kArrays[a], static_cast<int>(w), dst[a]);
     }
   }
 }
@@ -307,9 +321,10 @@ TEST_P(CreateFromStateTest, ContinuesToTheUndisturbedMasters) {
     EXPECT_EQ(cluster.engines[r]->step(), kStepsBefore);
     EXPECT_EQ(cluster.engines[r]->adam_step(), kStepsBefore);
     for (size_t p = 0; p < model.params.size(); ++p) {
-      ASSERT_EQ(
-          cluster.engines[r]->buffers().ReadParam(static_cast<int>(p)),
-          old_cluster.engines[0]->buffers().ReadParam(static_cast<int>(p)))
+      ASSERT_EQ(zshard::testing::Param(cluster.engines[r]->buffers(),
+                                       static_cast<int>(p)),
+                zshard::testing::Param(old_cluster.engines[0]->buffers(),
+                                       static_cast<int>(p)))
           << "rank " << r << " param " << p;
     }
   }
@@ -349,7 +364,7 @@ TEST_P(CreateFromStateTest, ContinuesToTheUndisturbedMasters) {
     }
     for (auto& e : cluster.engines) {
       const std::vector<float> param =
-          e->buffers().ReadParam(static_cast<int>(p));
+          zshard::testing::Param(e->buffers(), static_cast<int>(p));
       for (size_t j = 0; j < param.size(); ++j) {
         ASSERT_EQ(param[j], RoundTo(c.dtype, got[j]));
       }

@@ -1,8 +1,11 @@
 // Tests of the CUDA AdamW kernel against the CPU kernel (bit-identical: both
 // call the one formula with IEEE division and sqrt and no fused
-// multiply-adds). Skipped when no CUDA device is present.
+// multiply-adds), on one large slice and on random slices of odd sizes at
+// unaligned starts, for every grad and param dtype. Skipped when no CUDA
+// device is present.
 #include "client/worker/optim/adam_cuda.h"
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -108,6 +111,86 @@ TEST_F(CudaAdamTest, MatchesCpuKernelBitForBit) {
       EXPECT_EQ(std::memcmp(got.m.data(), want.m.data(), 4 * n), 0);
       EXPECT_EQ(std::memcmp(got.v.data(), want.v.data(), 4 * n), 0);
       EXPECT_EQ(got.param, want.param);
+    }
+  }
+}
+
+// Random slices: odd sizes, starts that are no multiple of anything (the
+// slice begins `skew` elements into its buffers), random segment tables
+// with gaps, padding and pieces without weight decay.
+TEST_F(CudaAdamTest, MatchesCpuKernelOnRandomUnalignedSlices) {
+  auto cpu = CpuAdam::Create(CpuAdamOptions{});
+  ASSERT_TRUE(cpu.ok());
+  auto gpu = CudaAdam::Create(CudaAdamOptions{});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  std::mt19937 rng(23);
+  std::uniform_int_distribution<int64_t> size(1, 200000);
+  std::uniform_int_distribution<int64_t> skew_of(1, 31);
+  std::uniform_int_distribution<int64_t> piece(1, 7000);
+  std::uniform_int_distribution<int> coin(0, 5);
+  AdamHyper hyper;
+  hyper.weight_decay = 0.05;
+  for (int round = 0; round < 10; ++round) {
+    const int64_t n = size(rng) | 1;
+    const int64_t skew = skew_of(rng);
+    std::vector<Segment> segs;
+    for (int64_t at = 0; at < n;) {
+      const int64_t e = std::min(n, at + piece(rng));
+      segs.push_back({at, e, coin(rng) == 0, coin(rng) == 1});
+      at = e + (coin(rng) == 2 ? 5 : 0);
+    }
+    auto params = MakeAdamStepParams(hyper, 1 + round, 1.0 / (round + 3));
+    ASSERT_TRUE(params.ok());
+    for (DType gd : {DType::kBf16, DType::kFp16, DType::kFp32}) {
+      for (DType pd : {DType::kBf16, DType::kFp16, DType::kFp32}) {
+        const int64_t total = n + skew;
+        HostSlice want = MakeSlice(total, gd, pd, 100 + round);
+        HostSlice got = want;
+        ASSERT_TRUE((*cpu)
+                        ->Update(*params, segs, want.master.data() + skew,
+                                 want.m.data() + skew, want.v.data() + skew,
+                                 want.grad.data() + skew * Bytes(gd), gd,
+                                 want.param.data() + skew * Bytes(pd), pd, n)
+                        .ok());
+        auto d_master = DeviceBuffer::Allocate(4 * total);
+        auto d_m = DeviceBuffer::Allocate(4 * total);
+        auto d_v = DeviceBuffer::Allocate(4 * total);
+        auto d_grad = DeviceBuffer::Allocate(got.grad.size());
+        auto d_param = DeviceBuffer::Allocate(got.param.size());
+        ASSERT_TRUE(d_master.ok() && d_m.ok() && d_v.ok() && d_grad.ok() &&
+                    d_param.ok());
+        ASSERT_TRUE(d_master->CopyFromHost(got.master.data(), 4 * total).ok());
+        ASSERT_TRUE(d_m->CopyFromHost(got.m.data(), 4 * total).ok());
+        ASSERT_TRUE(d_v->CopyFromHost(got.v.data(), 4 * total).ok());
+        ASSERT_TRUE(
+            d_grad->CopyFromHost(got.grad.data(), got.grad.size()).ok());
+        ASSERT_TRUE(
+            d_param->CopyFromHost(got.param.data(), got.param.size()).ok());
+        ASSERT_TRUE(
+            (*gpu)
+                ->Update(
+                    *params, segs, static_cast<float*>(d_master->data()) + skew,
+                    static_cast<float*>(d_m->data()) + skew,
+                    static_cast<float*>(d_v->data()) + skew,
+                    static_cast<char*>(d_grad->data()) + skew * Bytes(gd), gd,
+                    static_cast<char*>(d_param->data()) + skew * Bytes(pd), pd,
+                    n)
+                .ok());
+        ASSERT_TRUE((*gpu)->Synchronize().ok());
+        ASSERT_TRUE(d_master->CopyToHost(got.master.data(), 4 * total).ok());
+        ASSERT_TRUE(d_m->CopyToHost(got.m.data(), 4 * total).ok());
+        ASSERT_TRUE(d_v->CopyToHost(got.v.data(), 4 * total).ok());
+        ASSERT_TRUE(
+            d_param->CopyToHost(got.param.data(), got.param.size()).ok());
+        EXPECT_EQ(std::memcmp(got.master.data(), want.master.data(), 4 * total),
+                  0)
+            << "round " << round;
+        EXPECT_EQ(std::memcmp(got.m.data(), want.m.data(), 4 * total), 0)
+            << "round " << round;
+        EXPECT_EQ(std::memcmp(got.v.data(), want.v.data(), 4 * total), 0)
+            << "round " << round;
+        EXPECT_EQ(got.param, want.param) << "round " << round;
+      }
     }
   }
 }

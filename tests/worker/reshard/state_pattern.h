@@ -13,6 +13,7 @@
 #include "client/worker/engine/synthetic_workload.h"
 #include "common/plan/plan.h"
 #include "gtest/gtest.h"
+#include "tests/worker/engine/buffer_readback.h"
 
 namespace zshard::testing {
 
@@ -35,20 +36,26 @@ inline float PatternValue(int p, int64_t j, StateKind kind) {
 
 // Sets every owned element's master, m and v to the pattern.
 inline void FillPattern(engine::EngineBuffers& b) {
+  using engine::StateArray;
   for (size_t w = 0; w < b.windows().size(); ++w) {
-    engine::WindowState& win = b.windows()[w];
-    float* master = b.master(static_cast<int>(w));
+    const engine::WindowState& win = b.windows()[w];
+    const int wi = static_cast<int>(w);
+    std::vector<float> master = ReadArray(b, StateArray::kMaster, wi);
+    std::vector<float> exp_avg = ReadArray(b, StateArray::kExpAvg, wi);
+    std::vector<float> exp_avg_sq = ReadArray(b, StateArray::kExpAvgSq, wi);
     for (const plan::Piece& piece : win.pieces) {
       for (int64_t i = piece.start; i < piece.end; ++i) {
         const int64_t j = piece.param_start + (i - piece.start);
         const int64_t at = i - win.start;
         master[at] = PatternValue(piece.param_index, j, StateKind::kMaster);
-        win.exp_avg[at] =
-            PatternValue(piece.param_index, j, StateKind::kExpAvg);
-        win.exp_avg_sq[at] =
+        exp_avg[at] = PatternValue(piece.param_index, j, StateKind::kExpAvg);
+        exp_avg_sq[at] =
             PatternValue(piece.param_index, j, StateKind::kExpAvgSq);
       }
     }
+    WriteArray(b, StateArray::kMaster, wi, master);
+    WriteArray(b, StateArray::kExpAvg, wi, exp_avg);
+    WriteArray(b, StateArray::kExpAvgSq, wi, exp_avg_sq);
   }
 }
 
@@ -56,22 +63,27 @@ inline void FillPattern(engine::EngineBuffers& b) {
 // (reporting the first few through gtest).
 inline int64_t PatternMismatches(const engine::EngineBuffers& b,
                                  const std::string& who) {
+  using engine::StateArray;
   int64_t bad = 0;
   for (size_t w = 0; w < b.windows().size(); ++w) {
     const engine::WindowState& win = b.windows()[w];
-    const float* master = b.master(static_cast<int>(w));
+    const int wi = static_cast<int>(w);
+    const std::vector<float> master = ReadArray(b, StateArray::kMaster, wi);
+    const std::vector<float> exp_avg = ReadArray(b, StateArray::kExpAvg, wi);
+    const std::vector<float> exp_avg_sq =
+        ReadArray(b, StateArray::kExpAvgSq, wi);
     for (const plan::Piece& piece : win.pieces) {
       for (int64_t i = piece.start; i < piece.end; ++i) {
         const int64_t j = piece.param_start + (i - piece.start);
         const int64_t at = i - win.start;
         const int p = piece.param_index;
         if (master[at] != PatternValue(p, j, StateKind::kMaster) ||
-            win.exp_avg[at] != PatternValue(p, j, StateKind::kExpAvg) ||
-            win.exp_avg_sq[at] != PatternValue(p, j, StateKind::kExpAvgSq)) {
+            exp_avg[at] != PatternValue(p, j, StateKind::kExpAvg) ||
+            exp_avg_sq[at] != PatternValue(p, j, StateKind::kExpAvgSq)) {
           if (++bad <= 3) {
             ADD_FAILURE() << who << ": param " << p << " element " << j
-                          << " master " << master[at] << " m "
-                          << win.exp_avg[at] << " v " << win.exp_avg_sq[at];
+                          << " master " << master[at] << " m " << exp_avg[at]
+                          << " v " << exp_avg_sq[at];
           }
         }
       }
