@@ -5,6 +5,7 @@ whose logs stay in one directory."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -15,14 +16,8 @@ PYTHONPATH = os.pathsep.join([os.path.join(HERE, "..", "..", "python"), HERE])
 
 
 def bin_path(name):
-    bin_dir = os.environ.get("ZSHARD_BIN_DIR")
-    if not bin_dir:
-        raise unittest_skip("ZSHARD_BIN_DIR is not set (run through ctest)")
-    return os.path.join(bin_dir, name)
-
-
-class unittest_skip(Exception):
-    pass
+    """build/bin/NAME, from ZSHARD_BIN_DIR (ctest sets it)."""
+    return os.path.join(os.environ["ZSHARD_BIN_DIR"], name)
 
 
 class Cluster:
@@ -31,15 +26,21 @@ class Cluster:
     def __init__(self, job):
         self.dir = tempfile.mkdtemp(prefix="zshard-pytest-")
         self.procs = {}
+        self.files = []
         job_path = os.path.join(self.dir, "job.json")
         with open(job_path, "w") as f:
             json.dump(job, f)
-        out = open(os.path.join(self.dir, "coordinator.out"), "w")
         self.procs["coordinator"] = subprocess.Popen(
             [bin_path("zshard-coordinator"), "--job", job_path, "--listen",
              "127.0.0.1:0", "--state-dir", os.path.join(self.dir, "state")],
-            stdout=out, stderr=open(self.log("coordinator"), "w"))
+            stdout=self._open("coordinator.out"),
+            stderr=self._open("coordinator.log"))
         self.address = self._wait_for_address()
+
+    def _open(self, name):
+        f = open(os.path.join(self.dir, name), "w")
+        self.files.append(f)
+        return f
 
     def log(self, name):
         return os.path.join(self.dir, name + ".log")
@@ -56,6 +57,10 @@ class Cluster:
         raise RuntimeError("the coordinator did not start; see %s" %
                            self.log("coordinator"))
 
+    def read_log(self, name):
+        with open(self.log(name)) as f:
+            return f.read()
+
     def socket(self, name):
         return os.path.join(self.dir, name + ".sock")
 
@@ -64,7 +69,7 @@ class Cluster:
             [bin_path("zshard-worker"), "--coordinator", self.address,
              "--name", name, "--trainer-socket", self.socket(name),
              "--labels", "node=%s" % name, *extra],
-            stdout=subprocess.DEVNULL, stderr=open(self.log(name), "w"))
+            stdout=subprocess.DEVNULL, stderr=self._open(name + ".log"))
 
     def start_trainer(self, worker, out, tag=""):
         name = "trainer-%s%s" % (worker, tag)
@@ -75,7 +80,7 @@ class Cluster:
              self.socket(worker), out, "--log",
              os.path.join(self.dir, name + ".steps")],
             env=env, stdout=subprocess.DEVNULL,
-            stderr=open(self.log(name), "w"))
+            stderr=self._open(name + ".log"))
         return name
 
     def wait(self, name, timeout):
@@ -88,9 +93,17 @@ class Cluster:
         with open(path) as f:
             return [json.loads(line) for line in f if line.strip()]
 
-    def stop(self):
+    def stop(self, keep=False):
+        """Kills what is left; removes the directory unless `keep` or
+        ZSHARD_KEEP_TEST_DIRS=1 (to read the logs of a failed run)."""
         for p in self.procs.values():
             if p.poll() is None:
                 p.kill()
         for p in self.procs.values():
             p.wait()
+        for f in self.files:
+            f.close()
+        if keep or os.environ.get("ZSHARD_KEEP_TEST_DIRS") == "1":
+            print("logs kept in %s" % self.dir)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)

@@ -152,9 +152,9 @@ absl::StatusOr<std::unique_ptr<HeldEngine>> BuildEpoch(BuildInput input) {
       return held;
     }
     ZSHARD_ASSIGN_OR_RETURN(
-        buffers,
-        engine::EngineBuffers::Create(job.model, *plan, epoch.rank,
-                                      *held->workload, input.options.device));
+        buffers, engine::EngineBuffers::Create(
+                     job.model, *plan, epoch.rank, *held->workload,
+                     input.options.device, input.options.shared_buffers));
   }
   if (buffers != nullptr || SendsState(epoch)) {
     reshard::MoveInput move;

@@ -22,6 +22,8 @@ int64_t TrainRunner::RunTransition(const EpochInfo& epoch) {
   input.new_store = new_store_;
   input.cancelled = &transition_abort_;
   if (job_.workload.kind == job::WorkloadKind::kTrainer) {
+    // The trainer maps the params and grads: no copy in the hand-off.
+    input.options.shared_buffers = true;
     if (!hub_status_.ok()) {
       Fail(hub_status_);
       return 0;
