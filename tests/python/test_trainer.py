@@ -4,13 +4,16 @@ torch.optim.AdamW run on the whole global batch."""
 
 import math
 import os
+import signal
+import time
 import unittest
 
 import torch
 
 import cluster
 import models
-from zshard.torch import model_spec
+import zshard
+from zshard.torch import DistributedOptimizer, model_spec
 
 STEPS = 20
 GLOBAL_BATCH = 16
@@ -19,7 +22,7 @@ OPTIMIZER = {"lr": 0.01, "weight_decay": 0.1, "clip_grad_norm": 1.0,
                              "decay_steps": STEPS, "min_lr": 0.001}}
 
 
-def job(steps=STEPS, spare=False):
+def job(steps=STEPS):
     return {
         "name": "pytrain",
         "model": model_spec(models.tied_lm(), name="tiedlm"),
@@ -122,24 +125,93 @@ class TrainerTest(unittest.TestCase):
             self.assertLess(diff.max().item(), 1e-4, "%s moved %g, differs "
                             "by %g" % (name, moved, diff.max().item()))
 
-    def test_four_ranks_two_instances_match_adamw(self):
+    def start(self, workers):
+        """Daemons w0..w{n-1}, each with a trainer; returns the trainers'
+        names and output files."""
         c = self.cluster
-        outs, trainers = [], []
-        for i in range(4):
+        trainers, outs = [], []
+        for i in range(workers):
             c.start_worker("w%d" % i)
             outs.append(os.path.join(c.dir, "w%d.pt" % i))
             trainers.append(c.start_trainer("w%d" % i, outs[-1]))
+        return trainers, outs
+
+    def wait_for_step(self, trainers, step, timeout=240):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for t in trainers:
+                if any(s["step"] >= step for s in self.cluster.steps(t)):
+                    return t
+            time.sleep(0.05)
+        self.fail("no trainer reached step %d" % step)
+
+    def finish(self, trainers, workers):
+        c = self.cluster
         for t in trainers:
             self.assertEqual(c.wait(t, 300), 0, c.read_log(t))
-        for i in range(4):
-            self.assertEqual(c.wait("w%d" % i, 60), 0)
-        steps = c.steps(trainers[0])
+        for w in workers:
+            self.assertEqual(c.wait(w, 60), 0, c.read_log(w))
+
+    def completed_steps(self, trainer):
+        return [s for s in self.cluster.steps(trainer) if not s["failed"]]
+
+    def test_four_ranks_two_instances_match_adamw(self):
+        trainers, outs = self.start(4)
+        self.wait_for_step(trainers, 2)
+        # Refused with one line each while the world keeps training.
+        sock = self.cluster.socket("w0")
+        with self.assertRaisesRegex(zshard.ZshardError,
+                                    "a trainer is already attached"):
+            DistributedOptimizer(models.tied_lm(), socket=sock, timeout=5)
+        with self.assertRaisesRegex(zshard.ZshardError,
+                                    "is for job 'other', this daemon runs "
+                                    "job 'pytrain'"):
+            DistributedOptimizer(models.tied_lm(), socket=sock, timeout=5,
+                                 job="other")
+        with self.assertRaisesRegex(zshard.ZshardError,
+                                    "param 1 'hidden.weight' has shape "
+                                    r"\[8, 16\], the job's 'hidden.weight' "
+                                    r"has \[16, 16\]"):
+            bad = models.TiedLM()
+            bad.hidden = torch.nn.Linear(16, 8)
+            DistributedOptimizer(bad, socket=sock, timeout=5)
+        self.finish(trainers, ["w%d" % i for i in range(4)])
+        steps = self.completed_steps(trainers[0])
         self.assertEqual([s["step"] for s in steps], list(range(1, 21)))
         for s in steps:
             self.assertAlmostEqual(s["lr"], lr_at(s["step"]), places=12)
             self.assertTrue(s["applied"])
             self.assertEqual(s["world"], 4)
         self.assert_matches_reference(outs, steps)
+
+    def test_a_daemon_killed_mid_run_loses_nothing(self):
+        # Five daemons for a world of four: one is a spare, whose trainer
+        # waits in begin_step until its daemon takes the dead one's rank.
+        trainers, outs = self.start(5)
+        victim = self.wait_for_step(trainers, 5)
+        index = trainers.index(victim)
+        self.cluster.procs["w%d" % index].send_signal(signal.SIGKILL)
+        self.assertEqual(self.cluster.wait(victim, 60), 3,
+                         "its trainer gets WorkerLost")
+        alive = [i for i in range(5) if i != index]
+        self.finish([trainers[i] for i in alive], ["w%d" % i for i in alive])
+        survivor = trainers[alive[0]]
+        self.assert_matches_reference(
+            [outs[i] for i in alive], self.completed_steps(survivor))
+
+    def test_a_trainer_killed_and_restarted_resumes(self):
+        trainers, outs = self.start(4)
+        victim = self.wait_for_step(trainers, 5)
+        index = trainers.index(victim)
+        self.cluster.procs[victim].send_signal(signal.SIGKILL)
+        self.cluster.wait(victim, 30)
+        # Its daemon waits for a trainer (up to trainer_timeout_ms).
+        outs[index] = os.path.join(self.cluster.dir, "restarted.pt")
+        trainers[index] = self.cluster.start_trainer("w%d" % index,
+                                                     outs[index], tag="b")
+        self.finish(trainers, ["w%d" % i for i in range(4)])
+        self.assert_matches_reference(outs,
+                                      self.completed_steps(trainers[0]))
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ def main():
                         "step": result.step, "rank": info.rank,
                         "world": info.world, "lr": info.lr,
                         "applied": result.applied,
+                        "failed": result.failed,
                         "grad_norm": result.grad_norm,
                         "loss": result.loss}) + "\n")
                     log.flush()

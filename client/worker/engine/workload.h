@@ -38,8 +38,8 @@ class Workload {
   // (0 when the workload has no loss).
   virtual absl::StatusOr<double> Gradients(int64_t step, ModelState& state) = 0;
 
-  // Called at the end of every Step whose Gradients succeeded. Default:
-  // nothing.
+  // Called at the end of every Step whose Gradients succeeded, whether the
+  // rest of the step did or not (report.ok). Default: nothing.
   virtual void StepFinished(const StepReport& /*report*/) {}
 
   // True when Gradients returns a meaningful loss.

@@ -97,9 +97,9 @@ absl::StatusOr<double> TrainerWorkload::Gradients(int64_t step,
 }
 
 void TrainerWorkload::StepFinished(const engine::StepReport& report) {
-  if (!report.ok) return;
   TrainerStepResult result;
   result.step = report.step;
+  result.failed = !report.ok;
   result.applied = report.applied;
   result.grad_norm = report.grad_norm;
   if (report.has_loss) result.loss = report.loss;
