@@ -28,12 +28,19 @@ nlohmann::json ElasticJob::ToJson() const {
                         {"dtype", dtype}};
     // One param without weight decay, as in the training test's model.
     if (i == 3) p["no_weight_decay"] = true;
+    if (std::find(expert_params.begin(), expert_params.end(),
+                  static_cast<int>(i)) != expert_params.end()) {
+      p["expert"] = true;
+    }
     params.push_back(p);
   }
+  nlohmann::json layout = {{"bucket_size", bucket_size},
+                           {"grad_reduce_in_fp32", grad_reduce_in_fp32}};
+  if (expert_parallel != 1) layout["expert_parallel"] = expert_parallel;
   nlohmann::json spec = {
       {"name", name},
       {"model", {{"params", params}}},
-      {"layout", {{"bucket_size", bucket_size}, {"grad_reduce_in_fp32", true}}},
+      {"layout", layout},
       {"optimizer", {{"lr", lr}, {"weight_decay", weight_decay}}},
       {"world",
        {{"instances", instances}, {"min", min_world}, {"max", max_world}}},

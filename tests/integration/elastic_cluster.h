@@ -37,6 +37,12 @@ struct ElasticJob {
   std::string dtype = "bf16";
   // Param sizes; the bucket size splits them into several padded buckets.
   std::vector<int64_t> param_sizes = {1000, 300, 2500, 7, 130, 700};
+  // Indices into param_sizes of the params flagged expert. Default none.
+  std::vector<int> expert_params;
+  // layout.expert_parallel. Default 1.
+  int expert_parallel = 1;
+  // layout.grad_reduce_in_fp32. Default true (see the file comment).
+  bool grad_reduce_in_fp32 = true;
   int64_t bucket_size = 600;
   double lr = 1e-3;
   double weight_decay = 0.01;

@@ -33,10 +33,20 @@ absl::StatusOr<Masters> ReferenceMasters(const job::JobSpec& job,
   options.world = by_step.empty() ? 1 : by_step[0].world;
   options.instances = by_step.empty() ? 1 : by_step[0].instances;
   options.grad_reduce_in_fp32 = job.layout.grad_reduce_in_fp32;
+  options.expert_parallel = job.layout.expert_parallel;
   options.optimizer = job.optimizer;
-  ZSHARD_ASSIGN_OR_RETURN(std::unique_ptr<engine::Workload> init,
-                          engine::MakeWorkload(job, 1, 0));
-  engine::ReferenceOptimizer reference(job.model, options, *init);
+  // Expert-parallel rank e's experts start from the values of rank e of a
+  // world of E (rank 0 of a world of 1 without experts).
+  const int experts = job.layout.expert_parallel;
+  std::vector<std::unique_ptr<engine::Workload>> init;
+  std::vector<const engine::Workload*> init_ptrs;
+  for (int e = 0; e < experts; ++e) {
+    ZSHARD_ASSIGN_OR_RETURN(std::unique_ptr<engine::Workload> w,
+                            engine::MakeWorkload(job, experts, e));
+    init.push_back(std::move(w));
+    init_ptrs.push_back(init.back().get());
+  }
+  engine::ReferenceOptimizer reference(job.model, options, init_ptrs);
   for (const Topology& t : by_step) {
     // Rank r of a world of W sums the samples b % W == r.
     std::vector<std::unique_ptr<engine::Workload>> ranks;
@@ -89,8 +99,9 @@ std::string DumpCheck::ToString() const {
 absl::StatusOr<DumpCheck> CheckDump(const std::string& dump_dir,
                                     const job::JobSpec& job,
                                     const std::vector<Topology>& by_step) {
-  ZSHARD_ASSIGN_OR_RETURN(auto loaded,
-                          engine::LoadMasters(dump_dir, job.model));
+  ZSHARD_ASSIGN_OR_RETURN(
+      auto loaded,
+      engine::LoadMasters(dump_dir, job.model, job.layout.expert_parallel));
   Masters dumped;
   for (const plan::ParamSpec& p : job.model.params) {
     auto it = loaded.find(p.name);

@@ -13,7 +13,8 @@
 
 namespace zshard::testing {
 
-// Masters by param index (registration order).
+// Masters by param index (registration order); an expert param's
+// expert-parallel copies concatenated (engine::ReferenceOptimizer::master).
 using Masters = std::vector<std::vector<float>>;
 
 // The world and instance count a step ran at.

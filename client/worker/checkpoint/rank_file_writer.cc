@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "client/worker/checkpoint/checkpoint_file.h"
 #include "client/worker/checkpoint/rank_file_format.h"
+#include "client/worker/engine/engine_groups.h"
 #include "common/plan/plan_hash.h"
 #include "common/status.h"
 
@@ -103,6 +104,9 @@ std::vector<Source> Sources(const engine::EngineBuffers& state) {
       if (piece.end <= piece.start) continue;
       Source s;
       s.record.param_index = piece.param_index;
+      s.record.expert_rank =
+          engine::StateExpertRank(state.model(), state.plan(),
+                                  state.rank_plan().rank, piece.param_index);
       s.record.begin = piece.param_start;
       s.record.end = piece.param_end;
       s.window = static_cast<int>(w);

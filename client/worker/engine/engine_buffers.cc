@@ -16,6 +16,10 @@ namespace {
 
 using device::MemoryCategory;
 
+// Elements converted per staging copy (ReadParam, WriteGrad, the initial
+// values): the staging buffer holds at most this many fp32 values' bytes.
+constexpr int64_t kStagingElements = int64_t{1} << 20;
+
 // Bytes the buffers of `rank_plan` take: the full param and grad buffers,
 // and fp32 master (bf16/fp16 params only), m and v for the owned windows.
 int64_t RequiredBytes(const plan::Plan& plan, const plan::RankPlan& rank_plan) {
@@ -63,12 +67,6 @@ absl::StatusOr<std::unique_ptr<EngineBuffers>> EngineBuffers::Create(
     const plan::ModelSpec& model, const plan::Plan& plan, int rank,
     const Workload& workload, const device::DeviceSpec& device, bool shared) {
   ZSHARD_RETURN_IF_ERROR(plan::CheckRank(plan, rank));
-  for (const plan::Buffer& b : plan.buffers) {
-    if (b.key.expert) {
-      return absl::InvalidArgumentError(
-          "step engine: expert buffers are not supported");
-    }
-  }
   ZSHARD_ASSIGN_OR_RETURN(std::unique_ptr<device::Device> dev,
                           device::OpenDevice(device));
   std::unique_ptr<EngineBuffers> buffers(
@@ -165,30 +163,38 @@ absl::Status EngineBuffers::Initialize(const Workload& workload) {
     BufferState& b = buffers_[bi];
     const int64_t pb = plan::DTypeBytes(b.key.param_dtype);
     const int64_t n = static_cast<int64_t>(values.size());
-    ZSHARD_ASSIGN_OR_RETURN(void* host, Staging(n * pb));
-    for (int64_t j = 0; j < n; ++j) {
-      StoreElement(b.key.param_dtype, host, j, values[j]);
-    }
     const int64_t start = plan_.buffers[bi].params[si].start;
-    ZSHARD_RETURN_IF_ERROR(
-        device_->CopyToDevice(b.params.at(start * pb), host, n * pb));
+    for (int64_t at = 0; at < n; at += kStagingElements) {
+      const int64_t m = std::min(kStagingElements, n - at);
+      ZSHARD_ASSIGN_OR_RETURN(void* host, Staging(m * pb));
+      for (int64_t j = 0; j < m; ++j) {
+        StoreElement(b.key.param_dtype, host, j, values[at + j]);
+      }
+      ZSHARD_RETURN_IF_ERROR(
+          device_->CopyToDevice(b.params.at((start + at) * pb), host, m * pb));
+    }
   }
   // Masters start as the rounded params they shadow.
+  std::vector<float> master;
   for (size_t w = 0; w < windows_.size(); ++w) {
-    WindowState& win = windows_[w];
+    const WindowState& win = windows_[w];
     if (win.master.empty()) continue;
     const BufferState& b = buffers_[win.buffer];
     const int64_t pb = plan::DTypeBytes(b.key.param_dtype);
-    ZSHARD_ASSIGN_OR_RETURN(void* host, Staging(win.size() * pb));
-    ZSHARD_RETURN_IF_ERROR(device_->CopyToHost(
-        host, b.params.at(win.start * pb), win.size() * pb));
-    std::vector<float> master(win.size());
-    for (int64_t i = 0; i < win.size(); ++i) {
-      master[i] = LoadElement(b.key.param_dtype, host, i);
+    for (int64_t at = 0; at < win.size(); at += kStagingElements) {
+      const int64_t m = std::min(kStagingElements, win.size() - at);
+      ZSHARD_ASSIGN_OR_RETURN(void* host, Staging(m * pb));
+      ZSHARD_RETURN_IF_ERROR(device_->CopyToHost(
+          host, b.params.at((win.start + at) * pb), m * pb));
+      master.resize(m);
+      for (int64_t i = 0; i < m; ++i) {
+        master[i] = LoadElement(b.key.param_dtype, host, i);
+      }
+      ZSHARD_RETURN_IF_ERROR(WriteState(
+          StateArray::kMaster, static_cast<int>(w), at, m, master.data()));
     }
-    ZSHARD_RETURN_IF_ERROR(WriteState(StateArray::kMaster, static_cast<int>(w),
-                                      0, win.size(), master.data()));
   }
+  // The staging buffer stays for the workload's reads and writes.
   return absl::OkStatus();
 }
 
@@ -281,12 +287,15 @@ absl::StatusOr<std::vector<float>> EngineBuffers::ReadParam(int p) const {
   const plan::ParamSlot& slot = plan_.buffers[bi].params[si];
   const int64_t pb = plan::DTypeBytes(b.key.param_dtype);
   const int64_t n = slot.end - slot.start;
-  ZSHARD_ASSIGN_OR_RETURN(void* host, Staging(n * pb));
-  ZSHARD_RETURN_IF_ERROR(
-      device_->CopyToHost(host, b.params.at(slot.start * pb), n * pb));
   std::vector<float> out(n);
-  for (int64_t j = 0; j < n; ++j) {
-    out[j] = LoadElement(b.key.param_dtype, host, j);
+  for (int64_t at = 0; at < n; at += kStagingElements) {
+    const int64_t m = std::min(kStagingElements, n - at);
+    ZSHARD_ASSIGN_OR_RETURN(void* host, Staging(m * pb));
+    ZSHARD_RETURN_IF_ERROR(
+        device_->CopyToHost(host, b.params.at((slot.start + at) * pb), m * pb));
+    for (int64_t j = 0; j < m; ++j) {
+      out[at + j] = LoadElement(b.key.param_dtype, host, j);
+    }
   }
   return out;
 }
@@ -297,11 +306,16 @@ absl::Status EngineBuffers::WriteGrad(int p, absl::Span<const float> values) {
   const int64_t start = plan_.buffers[bi].params[si].start;
   const int64_t gb = plan::DTypeBytes(b.key.grad_dtype);
   const int64_t n = static_cast<int64_t>(values.size());
-  ZSHARD_ASSIGN_OR_RETURN(void* host, Staging(n * gb));
-  for (int64_t j = 0; j < n; ++j) {
-    StoreElement(b.key.grad_dtype, host, j, values[j]);
+  for (int64_t at = 0; at < n; at += kStagingElements) {
+    const int64_t m = std::min(kStagingElements, n - at);
+    ZSHARD_ASSIGN_OR_RETURN(void* host, Staging(m * gb));
+    for (int64_t j = 0; j < m; ++j) {
+      StoreElement(b.key.grad_dtype, host, j, values[at + j]);
+    }
+    ZSHARD_RETURN_IF_ERROR(
+        device_->CopyToDevice(b.grads.at((start + at) * gb), host, m * gb));
   }
-  return device_->CopyToDevice(b.grads.at(start * gb), host, n * gb);
+  return absl::OkStatus();
 }
 
 }  // namespace zshard::engine

@@ -81,8 +81,9 @@ class EngineBuffers final : public ModelState {
   // Opens `device` and allocates the buffers of `rank` under `plan` (made
   // from `model`) on it, sets every param from workload.InitialParam rounded
   // to its dtype and every owned master to the rounded value; m and v start
-  // at 0. InvalidArgument for expert buffers (not supported by this engine)
-  // or a bad rank; the device's status when it cannot be opened;
+  // at 0. Expert buffers hold the experts of this rank's expert-parallel
+  // rank (engine_groups.h): `workload` must be this rank's. InvalidArgument
+  // for a bad rank; the device's status when it cannot be opened;
   // ResourceExhausted when the buffers do not fit in its memory. With
   // `shared`, the param and grad buffers are in memory another process maps
   // (shared_buffers(); the host device only: Unimplemented on others).
@@ -142,7 +143,8 @@ class EngineBuffers final : public ModelState {
                 std::unique_ptr<device::Device> device);
   absl::Status Allocate(bool shared);
   absl::Status Initialize(const Workload& workload);
-  // A host buffer of at least `bytes` for ReadParam / WriteGrad.
+  // The staging buffer (host memory the device copies fast), grown to at
+  // least `bytes`, for ReadParam, WriteGrad and the initial values.
   absl::StatusOr<void*> Staging(int64_t bytes) const;
 
   const plan::ModelSpec model_;

@@ -1,6 +1,7 @@
 // ReferenceOptimizer: the gradient reduction's rounding and the scalar Adam.
 #include "client/worker/engine/reference_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -12,15 +13,24 @@
 namespace zshard::engine {
 namespace {
 
-// One rank's view: the shared params, its own rounded grads.
+// One rank's view: the shared params (its expert-parallel rank's copy of
+// expert params), its own rounded grads.
 class FlatState final : public ModelState {
  public:
   FlatState(const std::vector<std::vector<float>>& params,
-            const std::vector<plan::DType>& grad_dtypes)
-      : params_(params), grad_dtypes_(grad_dtypes), grads_(params.size()) {}
+            const std::vector<plan::DType>& grad_dtypes,
+            const std::vector<int>& copies, int expert_rank)
+      : params_(params),
+        grad_dtypes_(grad_dtypes),
+        copies_(copies),
+        expert_rank_(expert_rank),
+        grads_(params.size()) {}
 
   absl::StatusOr<std::vector<float>> ReadParam(int p) const override {
-    return params_[p];
+    const std::vector<float>& all = params_[p];
+    const size_t n = all.size() / copies_[p];
+    const size_t first = copies_[p] > 1 ? expert_rank_ * n : 0;
+    return std::vector<float>(all.begin() + first, all.begin() + first + n);
   }
   absl::Status WriteGrad(int p, absl::Span<const float> values) override {
     grads_[p].resize(values.size());
@@ -34,6 +44,8 @@ class FlatState final : public ModelState {
  private:
   const std::vector<std::vector<float>>& params_;
   const std::vector<plan::DType>& grad_dtypes_;
+  const std::vector<int>& copies_;
+  const int expert_rank_;
   std::vector<std::vector<float>> grads_;
 };
 
@@ -42,10 +54,31 @@ class FlatState final : public ModelState {
 ReferenceOptimizer::ReferenceOptimizer(const plan::ModelSpec& model,
                                        const Options& options,
                                        const Workload& init)
+    : ReferenceOptimizer(
+          model, options,
+          std::vector<const Workload*>(
+              static_cast<size_t>(std::max(1, options.expert_parallel)),
+              &init)) {}
+
+ReferenceOptimizer::ReferenceOptimizer(const plan::ModelSpec& model,
+                                       const Options& options,
+                                       const std::vector<const Workload*>& init)
     : model_(model), options_(options) {
+  if (options.expert_parallel < 1 ||
+      static_cast<int>(init.size()) != options.expert_parallel) {
+    init_status_ = absl::InvalidArgumentError(absl::StrCat(
+        "reference optimizer: ", init.size(),
+        " initial workloads for expert_parallel ", options.expert_parallel));
+    return;
+  }
   for (size_t p = 0; p < model.params.size(); ++p) {
-    std::vector<float> values(model.params[p].numel());
-    init.InitialParam(static_cast<int>(p), absl::MakeSpan(values));
+    const int copies = Copies(static_cast<int>(p));
+    const size_t n = static_cast<size_t>(model.params[p].numel());
+    std::vector<float> values(n * copies);
+    for (int e = 0; e < copies; ++e) {
+      init[e]->InitialParam(static_cast<int>(p),
+                            absl::MakeSpan(values.data() + e * n, n));
+    }
     for (float& x : values) x = RoundTo(model.params[p].dtype, x);
     param_.push_back(values);
     master_.push_back(values);
@@ -54,47 +87,68 @@ ReferenceOptimizer::ReferenceOptimizer(const plan::ModelSpec& model,
   }
 }
 
+int ReferenceOptimizer::Copies(int p) const {
+  return model_.params[p].expert ? options_.expert_parallel : 1;
+}
+
 absl::StatusOr<bool> ReferenceOptimizer::Step(
     const std::vector<Workload*>& rank_workloads) {
+  ZSHARD_RETURN_IF_ERROR(init_status_);
   const int world = options_.world, instances = options_.instances;
+  const int experts = options_.expert_parallel;
   if (static_cast<int>(rank_workloads.size()) != world || instances < 1 ||
-      world % instances != 0) {
+      world % instances != 0 || (world / instances) % experts != 0) {
     return absl::InvalidArgumentError(
-        "reference optimizer: need one workload per rank and I dividing W");
+        "reference optimizer: need one workload per rank, I dividing W and "
+        "E dividing W / I");
   }
   const int d = world / instances;
   ++step_;
   std::vector<plan::DType> grad_dtypes;
-  for (const plan::ParamSpec& p : model_.params) {
-    grad_dtypes.push_back(options_.grad_reduce_in_fp32 ? plan::DType::kFp32
-                                                       : p.dtype);
+  std::vector<int> copies;
+  for (size_t p = 0; p < model_.params.size(); ++p) {
+    grad_dtypes.push_back(options_.grad_reduce_in_fp32
+                              ? plan::DType::kFp32
+                              : model_.params[p].dtype);
+    copies.push_back(Copies(static_cast<int>(p)));
   }
   std::vector<FlatState> states;
   states.reserve(world);
   for (int r = 0; r < world; ++r) {
-    states.emplace_back(param_, grad_dtypes);
+    states.emplace_back(param_, grad_dtypes, copies, r % experts);
     ZSHARD_RETURN_IF_ERROR(
         rank_workloads[r]->Gradients(step_, states[r]).status());
   }
-  // The global gradient, rounded as the collectives round it.
+  // The global gradient, rounded as the collectives round it: copy c of a
+  // param with C copies is reduce-scattered over the G = D / C ranks
+  // i*D + k*C + c (k = 0 .. G-1) of each instance i, then all-reduced
+  // across instances.
   std::vector<std::vector<float>> grads(model_.params.size());
   double sq = 0;
   bool finite = true;
   for (size_t p = 0; p < model_.params.size(); ++p) {
     const plan::DType gd = grad_dtypes[p];
+    const int c_count = copies[p];
+    const int g = d / c_count;
+    const size_t n = param_[p].size() / c_count;
     grads[p].resize(param_[p].size());
-    for (size_t j = 0; j < grads[p].size(); ++j) {
-      float total = 0;
-      for (int i = 0; i < instances; ++i) {
-        float part = states[i * d].grad(p)[j];
-        for (int k = 1; k < d; ++k) part += states[i * d + k].grad(p)[j];
-        if (d > 1) part = RoundTo(gd, part);
-        total = i == 0 ? part : total + part;
+    for (int c = 0; c < c_count; ++c) {
+      for (size_t j = 0; j < n; ++j) {
+        float total = 0;
+        for (int i = 0; i < instances; ++i) {
+          const int first = i * d + c;
+          float part = states[first].grad(p)[j];
+          for (int k = 1; k < g; ++k) {
+            part += states[first + k * c_count].grad(p)[j];
+          }
+          if (g > 1) part = RoundTo(gd, part);
+          total = i == 0 ? part : total + part;
+        }
+        if (instances > 1) total = RoundTo(gd, total);
+        grads[p][c * n + j] = total;
+        if (!std::isfinite(total)) finite = false;
+        sq += static_cast<double>(total) * total;
       }
-      if (instances > 1) total = RoundTo(gd, total);
-      grads[p][j] = total;
-      if (!std::isfinite(total)) finite = false;
-      sq += static_cast<double>(total) * total;
     }
   }
   const double batch = static_cast<double>(rank_workloads[0]->global_batch());

@@ -39,11 +39,12 @@ const char* StepOutcomeName(StepOutcome outcome) {
 }
 
 void StepEngine::CountTraffic(StepTelemetry& t) const {
-  const int d = config_.plan.shard_group_size;
   const int i = config_.plan.instances;
   int64_t bytes = 0, elements = 0;
   for (const WindowState& w : buffers_->windows()) {
     const plan::BufferKey& key = buffers_->buffers()[w.buffer].key;
+    // D for dense buffers, D / E for expert ones.
+    const int d = config_.plan.buffers[w.buffer].shard_group_size;
     const int64_t gb = plan::DTypeBytes(key.grad_dtype);
     const int64_t pb = plan::DTypeBytes(key.param_dtype);
     const int64_t s = w.size();
@@ -61,24 +62,26 @@ void StepEngine::CountTraffic(StepTelemetry& t) const {
 absl::Status StepEngine::ReduceGradients(StepTelemetry& t) {
   auto t0 = Clock::now();
   for (const WindowState& w : buffers_->windows()) {
-    if (!intra_) break;
+    comm::Communicator* group = groups_.shard_group(w.buffer);
+    if (group == nullptr) continue;
     BufferState& b = buffers_->buffers()[w.buffer];
     const int64_t gb = plan::DTypeBytes(b.key.grad_dtype);
     const plan::Bucket& bucket =
         config_.plan.buffers[w.buffer].buckets[w.bucket];
-    ZSHARD_RETURN_IF_ERROR(intra_->ReduceScatter(
+    ZSHARD_RETURN_IF_ERROR(group->ReduceScatter(
         b.grads.at(bucket.start * gb), b.grads.at(w.start * gb), w.size(),
         CommType(b.key.grad_dtype), comm::ReduceOp::kSum));
   }
   t.times.reduce_scatter = Since(t0);
   t0 = Clock::now();
+  comm::Communicator* inter = groups_.inter();
   for (const WindowState& w : buffers_->windows()) {
-    if (!inter_) break;
+    if (inter == nullptr) break;
     BufferState& b = buffers_->buffers()[w.buffer];
     const int64_t gb = plan::DTypeBytes(b.key.grad_dtype);
-    ZSHARD_RETURN_IF_ERROR(inter_->AllReduce(b.grads.at(w.start * gb), w.size(),
-                                             CommType(b.key.grad_dtype),
-                                             comm::ReduceOp::kSum));
+    ZSHARD_RETURN_IF_ERROR(inter->AllReduce(b.grads.at(w.start * gb), w.size(),
+                                            CommType(b.key.grad_dtype),
+                                            comm::ReduceOp::kSum));
   }
   t.times.inter_allreduce = Since(t0);
   return absl::OkStatus();
@@ -105,24 +108,25 @@ absl::StatusOr<StepEngine::CommitArray> StepEngine::Commit(double local_loss,
     }
   }
   // Every instance holds the same reduced gradients: divide by I so the
-  // world sum counts each element once. The loss comes from disjoint
-  // samples on every rank, so it is summed as is. The stop flag rides
-  // along, so stopping at a common step costs no extra collective.
+  // world sum counts each element once (a dense element is owned by one
+  // rank per instance, an expert element of each expert-parallel rank by
+  // one rank per instance too). The loss comes from disjoint samples on
+  // every rank, so it is summed as is. The stop flag rides along, so
+  // stopping at a common step costs no extra collective.
   CommitArray values = {static_cast<float>(nonfinite / config_.plan.instances),
                         static_cast<float>(sq / config_.plan.instances),
                         static_cast<float>(local_loss),
                         stop_requested ? 1.0f : 0.0f};
-  if (intra_ || inter_) {
+  // Over the whole world: the instance, then across instances.
+  comm::Communicator* const groups[] = {groups_.intra(), groups_.inter()};
+  if (groups[0] != nullptr || groups[1] != nullptr) {
     device::Device& dev = buffers_->device();
     void* reduced = commit_buffer_.data();
     const int64_t bytes = static_cast<int64_t>(sizeof(values));
     ZSHARD_RETURN_IF_ERROR(dev.CopyToDevice(reduced, values.data(), bytes));
-    if (intra_) {
-      ZSHARD_RETURN_IF_ERROR(intra_->AllReduce(
-          reduced, kCommitValues, comm::DataType::kFp32, comm::ReduceOp::kSum));
-    }
-    if (inter_) {
-      ZSHARD_RETURN_IF_ERROR(inter_->AllReduce(
+    for (comm::Communicator* group : groups) {
+      if (group == nullptr) continue;
+      ZSHARD_RETURN_IF_ERROR(group->AllReduce(
           reduced, kCommitValues, comm::DataType::kFp32, comm::ReduceOp::kSum));
     }
     ZSHARD_RETURN_IF_ERROR(dev.CopyToHost(values.data(), reduced, bytes));
@@ -138,9 +142,9 @@ absl::Status StepEngine::AllGather(int w) {
   const int64_t pb = plan::DTypeBytes(b.key.param_dtype);
   const plan::Bucket& bucket =
       config_.plan.buffers[win.buffer].buckets[win.bucket];
-  return intra_->AllGather(b.params.at(win.start * pb),
-                           b.params.at(bucket.start * pb), win.size(),
-                           CommType(b.key.param_dtype));
+  return groups_.shard_group(win.buffer)
+      ->AllGather(b.params.at(win.start * pb), b.params.at(bucket.start * pb),
+                  win.size(), CommType(b.key.param_dtype));
 }
 
 absl::Status StepEngine::UpdateAndGather(StepTelemetry& t, bool gather) {
@@ -191,7 +195,10 @@ absl::Status StepEngine::UpdateAndGather(StepTelemetry& t, bool gather) {
     // Gathers run one at a time (one operation per communicator), each
     // overlapping the next window's Adam.
     wait_pending();
-    if (!gather || !intra_ || !gather_status.ok()) continue;
+    if (!gather || groups_.shard_group(win.buffer) == nullptr ||
+        !gather_status.ok()) {
+      continue;
+    }
     auto gather = [this, wi]() {
       const auto g0 = Clock::now();
       absl::Status s = AllGather(wi);

@@ -1,11 +1,13 @@
 // StepEngine: one rank's ZeRO-1 step (DESIGN.md section 5): reduce-scatter
-// of each bucket's grads in the instance, all-reduce of the owned slices
-// across instances, the commit point (one world all-reduce of the
-// non-finite count, the squared norm and the stop flag), Adam on the owned
-// windows and the all-gather of each bucket overlapped with the next
-// bucket's Adam; and what a transition needs: a stop at a common step, the
-// completion of a step left pending at its commit point, and an engine on
-// state moved in from another epoch.
+// of each bucket's grads in its shard group (the instance for dense
+// buffers, the expert shard group for expert ones: engine_groups.h),
+// all-reduce of the owned slices across instances, the commit point (one
+// world all-reduce of the non-finite count, the squared norm and the stop
+// flag), Adam on the owned windows and the all-gather of each bucket (in
+// its shard group) overlapped with the next bucket's Adam; and what a
+// transition needs: a stop at a common step, the completion of a step left
+// pending at its commit point, and an engine on state moved in from
+// another epoch.
 #pragma once
 
 #include <array>
@@ -21,6 +23,7 @@
 #include "client/worker/device/device.h"
 #include "client/worker/device/device_spec.h"
 #include "client/worker/engine/engine_buffers.h"
+#include "client/worker/engine/engine_groups.h"
 #include "client/worker/engine/step_telemetry.h"
 #include "client/worker/engine/workload.h"
 #include "client/worker/optim/optimizer.h"
@@ -98,8 +101,10 @@ struct EngineOptions {
 class StepEngine {
  public:
   // Allocates the buffers (initial params from `workload`), joins the
-  // intra-instance (D ranks) and, when I > 1, the inter-instance group's
-  // rendezvous; blocks until every peer has joined or the timeout passes.
+  // rendezvous of the intra-instance group (D ranks), with expert_parallel
+  // E > 1 the expert shard group (D / E ranks) and, when I > 1, the
+  // inter-instance group (engine_groups.h); blocks until every peer has
+  // joined or the timeout passes.
   // InvalidArgument for a bad config; the communicator's status otherwise.
   static absl::StatusOr<std::unique_ptr<StepEngine>> Create(
       const EngineConfig& config, const EngineOptions& options,
@@ -203,8 +208,7 @@ class StepEngine {
   const EngineOptions options_;
   // Owns the device: declared first, so everything below goes before it.
   std::unique_ptr<EngineBuffers> buffers_;
-  std::unique_ptr<comm::Communicator> intra_;  // null when D == 1
-  std::unique_ptr<comm::Communicator> inter_;  // null when I == 1
+  EngineGroups groups_;  // which communicator each buffer uses
   std::unique_ptr<optim::Optimizer> adam_;
   // The commit values in device memory for the all-reduce; empty when the
   // world is one rank.

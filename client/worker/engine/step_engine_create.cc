@@ -126,10 +126,6 @@ absl::Status StepEngine::Connect() {
   adam_options.threads = options_.adam_threads;
   ZSHARD_ASSIGN_OR_RETURN(adam_, dev.CreateAdam(adam_options));
 
-  const plan::Plan& plan = config_.plan;
-  const int d = plan.shard_group_size;
-  const int instance = config_.rank / d;
-  const int shard_rank = config_.rank % d;
   comm::CommOptions co;
   co.store = config_.store;
   co.timeout_ms = options_.comm_timeout_ms;
@@ -138,24 +134,12 @@ absl::Status StepEngine::Connect() {
   co.chunk_bytes = options_.chunk_bytes;
   co.device = CommDeviceOf(dev.spec());
   co.cuda_device = dev.spec().ordinal;
-  if (d > 1 || plan.instances > 1) {
+  if (config_.plan.world > 1) {
     ZSHARD_ASSIGN_OR_RETURN(
         commit_buffer_,
         dev.Allocate(device::MemoryCategory::kComm, sizeof(CommitArray)));
   }
-  if (d > 1) {
-    co.rank = shard_rank;
-    co.size = d;
-    co.group = absl::StrCat(config_.group_prefix, "/intra/", instance);
-    ZSHARD_ASSIGN_OR_RETURN(intra_, comm::CreateCommunicator(co));
-  }
-  if (plan.instances > 1) {
-    co.rank = instance;
-    co.size = plan.instances;
-    co.group = absl::StrCat(config_.group_prefix, "/inter/", shard_rank);
-    ZSHARD_ASSIGN_OR_RETURN(inter_, comm::CreateCommunicator(co));
-  }
-  return absl::OkStatus();
+  return groups_.Connect(config_.plan, config_.rank, config_.group_prefix, co);
 }
 
 absl::Status StepEngine::PublishParams() {
@@ -170,16 +154,13 @@ absl::Status StepEngine::PublishParams() {
         buffers_->master(static_cast<int>(w)), b.params.at(win.start * pb),
         b.key.param_dtype, win.segments, win.size()));
   }
-  if (!intra_) return absl::OkStatus();
   for (size_t w = 0; w < windows.size(); ++w) {
+    if (groups_.shard_group(windows[w].buffer) == nullptr) continue;
     ZSHARD_RETURN_IF_ERROR(AllGather(static_cast<int>(w)));
   }
   return absl::OkStatus();
 }
 
-void StepEngine::Abort() {
-  if (intra_) intra_->Abort();
-  if (inter_) inter_->Abort();
-}
+void StepEngine::Abort() { groups_.Abort(); }
 
 }  // namespace zshard::engine

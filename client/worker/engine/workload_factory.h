@@ -10,11 +10,13 @@
 
 namespace zshard::engine {
 
-// kSynthetic: SyntheticWorkload over the job's model with its global batch.
-// kRegression: RegressionWorkload; the job's model must be the MLP of
-// RegressionModelSpec (any sizes, one dtype), else InvalidArgument naming
-// the param (job::RegressionMlpShape, the rule the job spec's validation
-// applies). kIdle has no gradients: InvalidArgument. Requires
+// kSynthetic: SyntheticWorkload over the job's model with its global batch
+// and layout.expert_parallel (InvalidArgument when it does not divide
+// `world`). kRegression: RegressionWorkload; the job's model must be the
+// MLP of RegressionModelSpec (any sizes, one dtype), else InvalidArgument
+// naming the param (job::RegressionMlpShape, the rule the job spec's
+// validation applies), and must have no expert param when expert_parallel
+// > 1. kIdle has no gradients: InvalidArgument. Requires
 // 0 <= rank < world.
 absl::StatusOr<std::unique_ptr<Workload>> MakeWorkload(const job::JobSpec& job,
                                                        int world, int rank);

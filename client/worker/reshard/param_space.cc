@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "client/worker/engine/engine_groups.h"
 
 namespace zshard::reshard {
 namespace {
@@ -26,6 +27,10 @@ void ForEachPart(absl::Span<const Slice> slices, int64_t begin, int64_t end,
 
 ParamSpace::ParamSpace(const engine::EngineBuffers& buffers)
     : by_param_(buffers.model().params.size()) {
+  for (int p = 0; p < num_params(); ++p) {
+    expert_rank_.push_back(engine::StateExpertRank(
+        buffers.model(), buffers.plan(), buffers.rank_plan().rank, p));
+  }
   const std::vector<engine::WindowState>& windows = buffers.windows();
   for (size_t w = 0; w < windows.size(); ++w) {
     for (const plan::Piece& piece : windows[w].pieces) {
@@ -58,8 +63,8 @@ absl::StatusOr<std::vector<Slice>> ParamSpace::Find(int param_index,
         "param ", param_index, " (expert rank ", expert_rank, ") elements [",
         from, ", ", end, ") are not held by these buffers"));
   };
-  if (param_index < 0 || param_index >= num_params() || expert_rank != 0 ||
-      begin < 0 || end <= begin) {
+  if (param_index < 0 || param_index >= num_params() ||
+      expert_rank != expert_rank_[param_index] || begin < 0 || end <= begin) {
     return missing(begin);
   }
   std::vector<Slice> out;

@@ -30,10 +30,19 @@ class ParamSpace {
 
   // The slices, in param-element order, that together hold [begin, end) of
   // param `param_index`, clipped to that range. InvalidArgument naming the
-  // range when any element of it is not owned (or expert_rank != 0: these
-  // buffers hold dense params only).
+  // range when any element of it is not owned, or when `expert_rank` is not
+  // expert_rank(param_index) (another expert-parallel rank's state).
   absl::StatusOr<std::vector<Slice>> Find(int param_index, int expert_rank,
                                           int64_t begin, int64_t end) const;
+
+  // The expert-parallel rank whose state of param `param_index` these
+  // buffers hold: the rank's expert-parallel rank for an expert param, 0
+  // for a dense one (and for an index out of range).
+  int expert_rank(int param_index) const {
+    return param_index >= 0 && param_index < num_params()
+               ? expert_rank_[param_index]
+               : 0;
+  }
 
   // Every owned slice of param `param_index`, in element order (none for
   // an index out of range).
@@ -43,6 +52,7 @@ class ParamSpace {
 
  private:
   std::vector<std::vector<Slice>> by_param_;
+  std::vector<int> expert_rank_;
 };
 
 // Copies the state of param elements [begin, end), held by `slices` (as

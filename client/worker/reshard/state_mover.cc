@@ -65,7 +65,8 @@ std::string RangeName(const engine::EngineBuffers& b, int param, int64_t begin,
 }
 
 // Copies every element that both buffers own from `from` into `to`, device
-// to device; returns the elements copied.
+// to device: of an expert param, only when both hold the same
+// expert-parallel rank's state. Returns the elements copied.
 absl::StatusOr<int64_t> KeepLocal(const engine::EngineBuffers& from,
                                   const ParamSpace& old_space,
                                   engine::EngineBuffers& to,
@@ -73,6 +74,7 @@ absl::StatusOr<int64_t> KeepLocal(const engine::EngineBuffers& from,
                                   Coverage& coverage) {
   int64_t elements = 0;
   for (int p = 0; p < new_space.num_params(); ++p) {
+    if (old_space.expert_rank(p) != new_space.expert_rank(p)) continue;
     for (const Slice& ns : new_space.slices(p)) {
       for (const Slice& os : old_space.slices(p)) {
         const int64_t b = std::max(ns.begin, os.begin);

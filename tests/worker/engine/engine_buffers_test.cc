@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/worker/engine/elements.h"
 #include "client/worker/engine/synthetic_workload.h"
 #include "common/plan/ledger.h"
 #include "gtest/gtest.h"
@@ -94,18 +95,60 @@ TEST(EngineBuffersTest, InitialParamsAndMastersAreRoundedFormula) {
   }
 }
 
-TEST(EngineBuffersTest, RejectsExpertBuffersAndBadRank) {
+TEST(EngineBuffersTest, ParamsLargerThanOneStagingCopyRoundTrip) {
+  // More elements than one staging copy converts (2^20): several copies.
+  plan::ModelSpec model;
+  model.name = "large";
+  plan::ParamSpec p;
+  p.name = "w";
+  p.shape = {(int64_t{1} << 21) + 3};
+  model.params.push_back(p);
+  plan::PlanOptions po;
+  po.world = 1;
+  absl::StatusOr<plan::Plan> plan = plan::MakePlan(model, po);
+  ASSERT_TRUE(plan.ok());
+  SyntheticWorkload workload(model, {});
+  absl::StatusOr<std::unique_ptr<EngineBuffers>> b =
+      EngineBuffers::Create(model, *plan, 0, workload);
+  ASSERT_TRUE(b.ok()) << b.status();
+  const int64_t n = p.numel();
+  const std::vector<float> param = zshard::testing::Param(**b, 0);
+  ASSERT_EQ(static_cast<int64_t>(param.size()), n);
+  for (int64_t j = 0; j < n; ++j) {
+    ASSERT_EQ(param[j],
+              RoundTo(plan::DType::kBf16, SyntheticWorkload::InitialValue(j)))
+        << j;
+  }
+  const std::vector<float> master =
+      zshard::testing::ReadArray(**b, StateArray::kMaster, 0);
+  for (int64_t j = 0; j < n; ++j) ASSERT_EQ(master[j], param[j]) << j;
+  std::vector<float> grad(n);
+  for (int64_t j = 0; j < n; ++j) grad[j] = static_cast<float>(j) * 1e-7f;
+  ASSERT_TRUE((*b)->WriteGrad(0, grad).ok());
+  const device::Buffer& grads = (*b)->buffers()[0].grads;
+  std::vector<uint8_t> bytes(grads.size());
+  ASSERT_TRUE(
+      (*b)->device().CopyToHost(bytes.data(), grads.data(), grads.size()).ok());
+  for (int64_t j = 0; j < n; ++j) {
+    ASSERT_EQ(LoadElement(plan::DType::kBf16, bytes.data(), j),
+              RoundTo(plan::DType::kBf16, grad[j]))
+        << j;
+  }
+  // The staging copies are host memory outside the ledger's total.
+  EXPECT_GT((*b)->device().memory().staging, 0);
+  EXPECT_EQ((*b)->memory().total(), (*b)->device().memory().device_total());
+}
+
+TEST(EngineBuffersTest, RejectsBadRank) {
   plan::ModelSpec model = MixedModel();
   plan::PlanOptions po;
   po.world = 2;
   absl::StatusOr<plan::Plan> plan = plan::MakePlan(model, po);
   ASSERT_TRUE(plan.ok());
   SyntheticWorkload workload(model, {});
-  EXPECT_FALSE(EngineBuffers::Create(model, *plan, 2, workload).ok());
-  model.params[0].expert = true;
-  plan = plan::MakePlan(model, po);
-  ASSERT_TRUE(plan.ok());
-  EXPECT_EQ(EngineBuffers::Create(model, *plan, 0, workload).status().code(),
+  EXPECT_EQ(EngineBuffers::Create(model, *plan, 2, workload).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(EngineBuffers::Create(model, *plan, -1, workload).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
