@@ -21,7 +21,7 @@ add_library(zshard_worker
 target_include_directories(zshard_worker PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(zshard_worker PUBLIC
   zshard_common zshard_channel zshard_flags zshard_grpc_common zshard_proto zshard_engine zshard_job
-  zshard_reshard zshard_checkpoint
+  zshard_reshard zshard_checkpoint zshard_trainer
   absl::status absl::statusor absl::strings absl::synchronization
   absl::time nlohmann_json::nlohmann_json Threads::Threads
   PkgConfig::ZSHARD_WORKER_HTTPLIB)

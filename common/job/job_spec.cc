@@ -148,6 +148,8 @@ absl::Status ParseWorkload(const nlohmann::json& j, WorkloadSpec& w) {
                           f.Int("global_batch", 64, 1, int64_t{1} << 30));
   ZSHARD_ASSIGN_OR_RETURN(w.step_delay_ms,
                           f.Int("step_delay_ms", 100, 0, 3600000));
+  ZSHARD_ASSIGN_OR_RETURN(w.trainer_timeout_ms,
+                          f.Int("trainer_timeout_ms", 60000, 1000, 86400000));
   return f.CheckNoUnknown();
 }
 
@@ -170,10 +172,11 @@ absl::StatusOr<WorkloadKind> ParseWorkloadKind(const std::string& kind) {
   if (kind == "idle") return WorkloadKind::kIdle;
   if (kind == "synthetic") return WorkloadKind::kSynthetic;
   if (kind == "regression") return WorkloadKind::kRegression;
+  if (kind == "trainer") return WorkloadKind::kTrainer;
   return absl::InvalidArgumentError(
       absl::StrCat("workload.kind '", kind,
                    "' is unknown; known: idle, synthetic, "
-                   "regression"));
+                   "regression, trainer"));
 }
 
 const char* WorkloadKindName(WorkloadKind kind) {
@@ -184,6 +187,8 @@ const char* WorkloadKindName(WorkloadKind kind) {
       return "synthetic";
     case WorkloadKind::kRegression:
       return "regression";
+    case WorkloadKind::kTrainer:
+      return "trainer";
   }
   return "idle";
 }
@@ -283,6 +288,11 @@ std::string JobSpecToJson(const JobSpec& spec) {
                    {"steps", spec.workload.steps},
                    {"global_batch", spec.workload.global_batch},
                    {"step_delay_ms", spec.workload.step_delay_ms}};
+  // Absent at its default, so that older job files keep their hash.
+  if (spec.workload.kind == WorkloadKind::kTrainer ||
+      spec.workload.trainer_timeout_ms != 60000) {
+    j["workload"]["trainer_timeout_ms"] = spec.workload.trainer_timeout_ms;
+  }
   j["checkpoint"] = {{"dir", spec.checkpoint.dir},
                      {"every_steps", spec.checkpoint.every_steps}};
   return j.dump();

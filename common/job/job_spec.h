@@ -35,9 +35,9 @@ struct WorldSpec {
   int max = 4;        // >= min
 };
 
-enum class WorkloadKind { kIdle, kSynthetic, kRegression };
+enum class WorkloadKind { kIdle, kSynthetic, kRegression, kTrainer };
 
-// "idle", "synthetic", "regression".
+// "idle", "synthetic", "regression", "trainer".
 const char* WorkloadKindName(WorkloadKind kind);
 
 struct WorkloadSpec {
@@ -45,6 +45,10 @@ struct WorkloadSpec {
   int64_t steps = 0;            // 0: run until stopped
   int64_t global_batch = 64;    // >= 1
   int64_t step_delay_ms = 100;  // idle workload: time per step
+  // trainer workload: how long a daemon waits for its trainer process (to
+  // attach, to come back after it died, to finish a backward pass) before
+  // it hands its state over and leaves. [1000, 86400000].
+  int64_t trainer_timeout_ms = 60000;
 };
 
 struct CheckpointSpec {

@@ -56,6 +56,7 @@ absl::Status CheckWorkloadModel(WorkloadKind kind,
   switch (kind) {
     case WorkloadKind::kIdle:
     case WorkloadKind::kSynthetic:
+    case WorkloadKind::kTrainer:
       return absl::OkStatus();
     case WorkloadKind::kRegression:
       return RegressionMlpShape(model).status();

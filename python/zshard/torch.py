@@ -99,11 +99,14 @@ step: the 1-based step, this trainer's rank and the world size (both change
 with re-shards), the job's global batch and the step's learning rate."""
 
 StepResult = collections.namedtuple(
-    "StepResult", ["step", "applied", "grad_norm", "loss"])
+    "StepResult", ["step", "applied", "grad_norm", "loss", "failed"])
 StepResult.__doc__ = """The outcome of a step: `applied` is False when a
 non-finite gradient skipped it everywhere; `grad_norm` is the global norm
 before clipping; `loss` the world's summed loss divided by the global batch
-(None when no trainer passed one)."""
+(None when no trainer passed one). `failed` is True when the step did not
+complete because a peer was lost: nothing is lost, the world re-shards and
+the next begin_step returns the step to run (this one again, or the next
+if another rank completed it)."""
 
 
 def _mapped(fd, nbytes):
@@ -128,7 +131,12 @@ class DistributedOptimizer:
     Each trainer backpropagates the SUM of its samples' losses; the daemon
     divides the summed gradient by the global batch."""
 
-    def __init__(self, model, socket=None, timeout=60.0):
+    def __init__(self, model, socket=None, timeout=60.0, job=None):
+        """Attaches `model` to the daemon at `socket` (waiting up to
+        `timeout` seconds for the socket to appear). `job`, when given, must
+        be the daemon's job name. Raises ZshardError with the daemon's one
+        line when it refuses (another trainer attached, another job, a model
+        that does not match the job's spec)."""
         path = socket or os.environ.get("ZSHARD_TRAINER_SOCKET")
         if not path:
             raise ZshardError("no trainer socket: pass socket= or set "
@@ -142,7 +150,7 @@ class DistributedOptimizer:
         self._sock = _protocol.connect(path, timeout)
         _protocol.send(self._sock, {
             "type": "hello", "version": _protocol.PROTOCOL_VERSION,
-            "pid": os.getpid(), "job": None, "model": self._spec})
+            "pid": os.getpid(), "job": job, "model": self._spec})
         body, fds = _protocol.recv(self._sock)
         self._close_fds(fds)
         if body.get("type") == "error":
@@ -209,7 +217,7 @@ class DistributedOptimizer:
                               body.get("type"))
         self._info = None
         return StepResult(body["step"], body["applied"], body["grad_norm"],
-                          body.get("loss"))
+                          body.get("loss"), body.get("failed", False))
 
     def zero_grad(self):
         """Zeroes the gradient buffer in place (the views stay)."""

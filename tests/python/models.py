@@ -27,3 +27,22 @@ def tied_lm():
 
 def not_a_model():
     return 3
+
+
+def token_batch(global_batch, length=8, vocab=50, seed=1234):
+    """The job's data: sample b is (inputs x[b], next tokens y[b]), the same
+    on every rank and every step (a tiny next-token task)."""
+    g = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, vocab, (global_batch, length + 1), generator=g)
+    return tokens[:, :-1], tokens[:, 1:]
+
+
+def summed_loss(model, x, y, samples):
+    """The SUM of the samples' cross-entropy losses (zshard divides the
+    summed gradient by the global batch)."""
+    loss = torch.zeros(())
+    for b in samples:
+        logits = model(x[b])
+        loss = loss + torch.nn.functional.cross_entropy(logits, y[b],
+                                                        reduction="sum")
+    return loss

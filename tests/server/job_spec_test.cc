@@ -54,6 +54,19 @@ TEST(JobSpecTest, DefaultsApplyToMissingFields) {
   EXPECT_DOUBLE_EQ(spec->optimizer.lr, 0.001);
 }
 
+TEST(JobSpecTest, TrainerWorkloadRoundTrips) {
+  absl::StatusOr<JobSpec> a = ParseJobSpec(
+      R"({"name": "j", "model": {"preset": "gpt2-small"}, "workload":
+          {"kind": "trainer", "steps": 20, "trainer_timeout_ms": 5000}})");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->workload.kind, WorkloadKind::kTrainer);
+  EXPECT_EQ(a->workload.trainer_timeout_ms, 5000);
+  absl::StatusOr<JobSpec> b = ParseJobSpec(JobSpecToJson(*a));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->workload.trainer_timeout_ms, 5000);
+  EXPECT_EQ(JobSpecToJson(*b), JobSpecToJson(*a));
+}
+
 TEST(JobSpecTest, LrScheduleRoundTrips) {
   absl::StatusOr<JobSpec> a = ParseJobSpec(
       R"({"name": "j", "model": {"preset": "gpt2-small"}, "optimizer": {"lr": 0.01,
@@ -178,6 +191,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "workload.steps must be in"},
         BadCase{R"({"name": "j", )" M R"(, "workload": {"global_batch": 0}})",
                 "workload.global_batch must be in"},
+        BadCase{
+            R"({"name": "j", )" M
+            R"(, "workload": {"kind": "trainer", "trainer_timeout_ms": 5}})",
+            "workload.trainer_timeout_ms must be in [1000, 86400000]"},
         BadCase{R"({"name": "j", )" M R"(, "optimizer": {"lr": 0}})",
                 "optimizer.lr must be > 0"},
         BadCase{R"({"name": "j", )" M R"(, "optimizer": {"beta1": 1.0}})",

@@ -32,7 +32,8 @@ Buffer::Buffer(Buffer&& other) noexcept
     : device_(std::exchange(other.device_, nullptr)),
       data_(std::exchange(other.data_, nullptr)),
       bytes_(std::exchange(other.bytes_, 0)),
-      category_(other.category_) {}
+      category_(other.category_),
+      shared_fd_(std::exchange(other.shared_fd_, -1)) {}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
@@ -41,6 +42,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
     category_ = other.category_;
+    shared_fd_ = std::exchange(other.shared_fd_, -1);
   }
   return *this;
 }
@@ -55,6 +57,7 @@ void Buffer::Reset() {
   device_ = nullptr;
   data_ = nullptr;
   bytes_ = 0;
+  shared_fd_ = -1;
 }
 
 Device::Device(DeviceSpec spec) : spec_(spec) {
@@ -81,6 +84,36 @@ absl::StatusOr<Buffer> Device::Allocate(MemoryCategory category,
   buffer.bytes_ = bytes;
   ledger_[static_cast<int>(category)] += bytes;
   return buffer;
+}
+
+absl::StatusOr<Buffer> Device::AllocateShared(MemoryCategory category,
+                                              int64_t bytes) {
+  if (bytes <= 0) return Allocate(category, bytes);
+  int fd = -1;
+  void* data = ReserveShared(category, bytes, &fd);
+  if (data == nullptr && fd == -2) {
+    return absl::UnimplementedError(absl::StrCat(
+        "device ", DeviceSpecName(spec_),
+        ": no shared memory another process maps by fd (use CUDA IPC)"));
+  }
+  if (data == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "device ", DeviceSpecName(spec_), ": cannot allocate ", bytes,
+        " bytes of shared ", MemoryCategoryName(category), " memory"));
+  }
+  Buffer buffer;
+  buffer.category_ = category;
+  buffer.device_ = this;
+  buffer.data_ = data;
+  buffer.bytes_ = bytes;
+  buffer.shared_fd_ = fd;
+  ledger_[static_cast<int>(category)] += bytes;
+  return buffer;
+}
+
+void* Device::ReserveShared(MemoryCategory, int64_t, int* fd) {
+  *fd = -2;  // not supported
+  return nullptr;
 }
 
 MemoryBytes Device::memory() const {

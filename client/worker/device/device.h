@@ -81,6 +81,9 @@ class Buffer {
   }
   int64_t size() const { return bytes_; }
   bool empty() const { return bytes_ == 0; }
+  // The fd of the shared segment another process maps (AllocateShared on
+  // the host device), owned by the device; -1 for private memory.
+  int shared_fd() const { return shared_fd_; }
   MemoryCategory category() const { return category_; }
 
  private:
@@ -91,6 +94,7 @@ class Buffer {
   void* data_ = nullptr;
   int64_t bytes_ = 0;
   MemoryCategory category_ = MemoryCategory::kComm;
+  int shared_fd_ = -1;
 };
 
 // Options of the Adam kernel a device makes (Device::CreateAdam).
@@ -118,6 +122,13 @@ class Device {
   // `bytes` (>= 0) of `category`, zeroed. ResourceExhausted when the
   // memory is not there; InvalidArgument for negative bytes.
   absl::StatusOr<Buffer> Allocate(MemoryCategory category, int64_t bytes);
+
+  // The same in memory another process can map through the buffer's
+  // shared_fd(): one memfd segment per buffer on the host device (nothing
+  // is left behind when the processes exit, however they exit).
+  // Unimplemented on devices whose memory is exported otherwise (CUDA IPC
+  // handles: cuda_ipc.h), and for 0 bytes a buffer with no segment.
+  absl::StatusOr<Buffer> AllocateShared(MemoryCategory category, int64_t bytes);
 
   // The ledger: bytes held now per category.
   MemoryBytes memory() const;
@@ -177,6 +188,9 @@ class Device {
   // Raw memory of `bytes` > 0, zeroed; null when there is none.
   virtual void* Reserve(MemoryCategory category, int64_t bytes) = 0;
   virtual void Release(MemoryCategory category, void* data) = 0;
+  // Shared memory of `bytes` > 0, zeroed, and its segment's fd; null when
+  // there is none. Released by Release. Default: none.
+  virtual void* ReserveShared(MemoryCategory category, int64_t bytes, int* fd);
   // The kernels, on checked arguments.
   virtual absl::Status DoCastToParam(const float* master, void* param,
                                      plan::DType param_dtype,

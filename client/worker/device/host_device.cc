@@ -9,6 +9,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "client/worker/device/shared_memory.h"
 #include "client/worker/optim/cpu_adam.h"
 #include "client/worker/optim/float_bits.h"
 #include "common/status.h"
@@ -124,7 +128,35 @@ class HostDevice final : public Device {
     if (data != nullptr) std::memset(data, 0, static_cast<size_t>(rounded));
     return data;
   }
-  void Release(MemoryCategory, void* data) override { std::free(data); }
+  void* ReserveShared(MemoryCategory category, int64_t bytes,
+                      int* fd) override {
+    absl::StatusOr<std::unique_ptr<SharedMemory>> segment =
+        SharedMemory::Create(
+            absl::StrCat("zshard-", MemoryCategoryName(category)),
+            static_cast<size_t>(bytes));
+    if (!segment.ok()) return nullptr;
+    void* data = (*segment)->data();
+    *fd = (*segment)->fd();
+    absl::MutexLock lock(&mu_);
+    shared_.emplace(data, *std::move(segment));
+    return data;
+  }
+  void Release(MemoryCategory, void* data) override {
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = shared_.find(data);
+      if (it != shared_.end()) {
+        shared_.erase(it);  // unmaps and closes
+        return;
+      }
+    }
+    std::free(data);
+  }
+
+  absl::Mutex mu_;
+  // The segments of AllocateShared, by their mapping.
+  absl::flat_hash_map<void*, std::unique_ptr<SharedMemory>> shared_
+      ABSL_GUARDED_BY(mu_);
 
   absl::Status DoCastToParam(const float* master, void* param,
                              plan::DType param_dtype,

@@ -3,6 +3,7 @@
 #include "client/worker/engine/engine_buffers.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -64,7 +65,7 @@ EngineBuffers::~EngineBuffers() = default;
 
 absl::StatusOr<std::unique_ptr<EngineBuffers>> EngineBuffers::Create(
     const plan::ModelSpec& model, const plan::Plan& plan, int rank,
-    const Workload& workload, const device::DeviceSpec& device) {
+    const Workload& workload, const device::DeviceSpec& device, bool shared) {
   ZSHARD_RETURN_IF_ERROR(plan::CheckRank(plan, rank));
   ZSHARD_ASSIGN_OR_RETURN(std::unique_ptr<device::Device> dev,
                           device::OpenDevice(device));
@@ -72,7 +73,7 @@ absl::StatusOr<std::unique_ptr<EngineBuffers>> EngineBuffers::Create(
       new EngineBuffers(model, plan, rank, std::move(dev)));
   ZSHARD_RETURN_IF_ERROR(CheckFitsInMemory(
       *buffers->device_, RequiredBytes(plan, buffers->rank_plan()), rank));
-  absl::Status allocated = buffers->Allocate();
+  absl::Status allocated = buffers->Allocate(shared);
   if (!allocated.ok()) {
     return absl::Status(allocated.code(),
                         absl::StrCat("step engine: buffers of rank ", rank,
@@ -82,8 +83,16 @@ absl::StatusOr<std::unique_ptr<EngineBuffers>> EngineBuffers::Create(
   return buffers;
 }
 
-absl::Status EngineBuffers::Allocate() {
+absl::Status EngineBuffers::Allocate(bool shared) {
   device::Device& dev = *device_;
+  // Each set of shared buffers is a new generation for the process that
+  // maps them.
+  static std::atomic<int64_t> generations{0};
+  shared_ = shared;
+  if (shared) shared_layout_.generation = ++generations;
+  auto allocate = [&](MemoryCategory c, int64_t bytes) {
+    return shared ? dev.AllocateShared(c, bytes) : dev.Allocate(c, bytes);
+  };
   slot_of_.assign(model_.params.size(), {-1, -1});
   for (size_t bi = 0; bi < plan_.buffers.size(); ++bi) {
     const plan::Buffer& pb = plan_.buffers[bi];
@@ -92,12 +101,23 @@ absl::Status EngineBuffers::Allocate() {
     state.numel = pb.numel;
     ZSHARD_ASSIGN_OR_RETURN(
         state.params,
-        dev.Allocate(MemoryCategory::kParam,
-                     pb.numel * plan::DTypeBytes(pb.key.param_dtype)));
+        allocate(MemoryCategory::kParam,
+                 pb.numel * plan::DTypeBytes(pb.key.param_dtype)));
     ZSHARD_ASSIGN_OR_RETURN(
-        state.grads,
-        dev.Allocate(MemoryCategory::kGrad,
-                     pb.numel * plan::DTypeBytes(pb.key.grad_dtype)));
+        state.grads, allocate(MemoryCategory::kGrad,
+                              pb.numel * plan::DTypeBytes(pb.key.grad_dtype)));
+    if (shared) {
+      SharedBuffers::Buffer view;
+      view.key = pb.key;
+      view.numel = pb.numel;
+      view.param_fd = state.params.shared_fd();
+      view.grad_fd = state.grads.shared_fd();
+      for (const plan::ParamSlot& slot : pb.params) {
+        view.param_starts.emplace_back(model_.params[slot.param_index].name,
+                                       slot.start);
+      }
+      shared_layout_.buffers.push_back(std::move(view));
+    }
     buffers_.push_back(std::move(state));
     for (size_t s = 0; s < pb.params.size(); ++s) {
       slot_of_[pb.params[s].param_index] = {static_cast<int>(bi),

@@ -84,10 +84,13 @@ class EngineBuffers final : public ModelState {
   // at 0. Expert buffers hold the experts of this rank's expert-parallel
   // rank (engine_groups.h): `workload` must be this rank's. InvalidArgument
   // for a bad rank; the device's status when it cannot be opened;
-  // ResourceExhausted when the buffers do not fit in its memory.
+  // ResourceExhausted when the buffers do not fit in its memory. With
+  // `shared`, the param and grad buffers are in memory another process maps
+  // (shared_buffers(); the host device only: Unimplemented on others).
   static absl::StatusOr<std::unique_ptr<EngineBuffers>> Create(
       const plan::ModelSpec& model, const plan::Plan& plan, int rank,
-      const Workload& workload, const device::DeviceSpec& device = {});
+      const Workload& workload, const device::DeviceSpec& device = {},
+      bool shared = false);
 
   ~EngineBuffers() override;
 
@@ -131,11 +134,14 @@ class EngineBuffers final : public ModelState {
   // ModelState.
   absl::StatusOr<std::vector<float>> ReadParam(int p) const override;
   absl::Status WriteGrad(int p, absl::Span<const float> values) override;
+  const SharedBuffers* shared_buffers() const override {
+    return shared_ ? &shared_layout_ : nullptr;
+  }
 
  private:
   EngineBuffers(const plan::ModelSpec& model, const plan::Plan& plan, int rank,
                 std::unique_ptr<device::Device> device);
-  absl::Status Allocate();
+  absl::Status Allocate(bool shared);
   absl::Status Initialize(const Workload& workload);
   // The staging buffer (host memory the device copies fast), grown to at
   // least `bytes`, for ReadParam, WriteGrad and the initial values.
@@ -151,6 +157,8 @@ class EngineBuffers final : public ModelState {
   std::vector<BufferState> buffers_;
   std::vector<WindowState> windows_;
   mutable device::Buffer staging_;
+  bool shared_ = false;
+  SharedBuffers shared_layout_;
 };
 
 }  // namespace zshard::engine

@@ -3,13 +3,33 @@
 // engine's padded, bucketed buffers or the reference's flat arrays).
 #pragma once
 
+#include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/plan/plan.h"
 
 namespace zshard::engine {
+
+// A rank's param and grad buffers as another process maps them (the
+// trainer's, client/worker/trainer): one shared segment per buffer, with
+// where each param starts. `generation` changes whenever the buffers do.
+struct SharedBuffers {
+  struct Buffer {
+    plan::BufferKey key;
+    int64_t numel = 0;
+    // (param name, first element in the buffer), in layout order.
+    std::vector<std::pair<std::string, int64_t>> param_starts;
+    int param_fd = -1;  // the segments' fds, owned by the buffers
+    int grad_fd = -1;
+  };
+  int64_t generation = 0;
+  std::vector<Buffer> buffers;
+};
 
 // Params and grads addressed by param index (registration order) and element
 // index in the flattened param. Implementations are not thread-safe.
@@ -26,6 +46,10 @@ class ModelState {
   // once to the grad dtype. Requires values.size() == numel of p. Fails
   // only when the storage cannot be written (a device copy's error).
   virtual absl::Status WriteGrad(int p, absl::Span<const float> values) = 0;
+
+  // The buffers as another process maps them; null (the default) when they
+  // are private memory.
+  virtual const SharedBuffers* shared_buffers() const { return nullptr; }
 };
 
 }  // namespace zshard::engine

@@ -232,6 +232,15 @@ StepResult StepEngine::Step(Workload& workload, bool stop_requested) {
   } else {
     result = StepOnBuffers(workload.global_batch(), *loss, workload.has_loss(),
                            stop_requested);
+    const StepTelemetry& t = result.telemetry;
+    StepReport report;
+    report.step = t.step;
+    report.ok = result.status.ok();
+    report.applied = t.outcome == StepOutcome::kApplied;
+    report.grad_norm = t.grad_norm;
+    report.has_loss = t.has_loss;
+    report.loss = t.loss;
+    workload.StepFinished(report);
   }
   result.telemetry.times.gradients = gradient_seconds;
   return result;

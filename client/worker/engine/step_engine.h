@@ -70,6 +70,9 @@ struct EngineOptions {
   // the host communicators, CpuAdam) or cuda:N (device memory, NCCL,
   // CudaAdam). Default cpu.
   device::DeviceSpec device;
+  // Param and grad buffers in memory another process maps
+  // (EngineBuffers::shared_buffers: a trainer process's). Default false.
+  bool shared_buffers = false;
   // Threads of the Adam kernel (0: every hardware thread). Default 0.
   int adam_threads = 0;
   // Overlap bucket k's all-gather with bucket k+1's Adam. Default true.

@@ -60,7 +60,7 @@ absl::StatusOr<std::unique_ptr<StepEngine>> StepEngine::Create(
   ZSHARD_ASSIGN_OR_RETURN(
       engine->buffers_,
       EngineBuffers::Create(config.model, config.plan, config.rank, workload,
-                            options.device));
+                            options.device, options.shared_buffers));
   ZSHARD_RETURN_IF_ERROR(engine->Connect());
   return engine;
 }

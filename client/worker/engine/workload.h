@@ -11,6 +11,16 @@
 
 namespace zshard::engine {
 
+// What a workload learns of a step it produced the gradients of.
+struct StepReport {
+  int64_t step = 0;
+  bool ok = false;       // the step completed (applied or skipped)
+  bool applied = false;  // false: skipped everywhere (non-finite gradient)
+  double grad_norm = 0;  // global, before clipping
+  bool has_loss = false;
+  double loss = 0;  // the world's summed loss / global batch
+};
+
 // One rank's share of a data-parallel workload. A workload is created for
 // a given world size and rank; the sum of every rank's gradients is the
 // global gradient sum over the global batch. Not thread-safe.
@@ -27,6 +37,10 @@ class Workload {
   // workload has a model. Returns this rank's summed loss over its samples
   // (0 when the workload has no loss).
   virtual absl::StatusOr<double> Gradients(int64_t step, ModelState& state) = 0;
+
+  // Called at the end of every Step whose Gradients succeeded, whether the
+  // rest of the step did or not (report.ok). Default: nothing.
+  virtual void StepFinished(const StepReport& /*report*/) {}
 
   // True when Gradients returns a meaningful loss.
   virtual bool has_loss() const = 0;

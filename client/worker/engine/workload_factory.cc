@@ -48,6 +48,10 @@ absl::StatusOr<std::unique_ptr<Workload>> MakeWorkload(const job::JobSpec& job,
       o.rank = rank;
       return std::make_unique<RegressionWorkload>(o);
     }
+    case job::WorkloadKind::kTrainer:
+      return absl::InvalidArgumentError(
+          "workload: the trainer workload's gradients come from a trainer "
+          "process (client/worker/trainer), not from the engine");
     case job::WorkloadKind::kIdle:
       break;
   }

@@ -34,6 +34,9 @@ ABSL_FLAG(std::string, comm_host, "",
           "else the host of --address, else 127.0.0.1)");
 ABSL_FLAG(std::string, comm_transport, "auto",
           "host collectives' transport: auto, tcp or shm");
+ABSL_FLAG(std::string, trainer_socket, "",
+          "Unix socket a trainer process attaches to (jobs of the trainer "
+          "workload; default $ZSHARD_TRAINER_SOCKET)");
 ABSL_FLAG(int, fault_prepare_failures, 0,
           "fault injection for tests: the first N epoch preparations fail "
           "and are reported as failures are");
@@ -42,13 +45,21 @@ namespace zshard::worker {
 namespace {
 
 FlagList WorkerFlagList() {
-  return {FlagOf(FLAGS_coordinator),    FlagOf(FLAGS_name),
-          FlagOf(FLAGS_device),         FlagOf(FLAGS_labels),
-          FlagOf(FLAGS_address),        FlagOf(FLAGS_tls_ca),
-          FlagOf(FLAGS_tls_cert),       FlagOf(FLAGS_tls_key),
-          FlagOf(FLAGS_log_format),     FlagOf(FLAGS_metrics_listen),
-          FlagOf(FLAGS_dump_master),    FlagOf(FLAGS_comm_host),
-          FlagOf(FLAGS_comm_transport), FlagOf(FLAGS_fault_prepare_failures)};
+  return {FlagOf(FLAGS_coordinator),
+          FlagOf(FLAGS_name),
+          FlagOf(FLAGS_device),
+          FlagOf(FLAGS_labels),
+          FlagOf(FLAGS_address),
+          FlagOf(FLAGS_tls_ca),
+          FlagOf(FLAGS_tls_cert),
+          FlagOf(FLAGS_tls_key),
+          FlagOf(FLAGS_log_format),
+          FlagOf(FLAGS_metrics_listen),
+          FlagOf(FLAGS_dump_master),
+          FlagOf(FLAGS_comm_host),
+          FlagOf(FLAGS_comm_transport),
+          FlagOf(FLAGS_trainer_socket),
+          FlagOf(FLAGS_fault_prepare_failures)};
 }
 
 // The flags' values checked and copied into `flags`; `name`, `coordinator`
@@ -97,6 +108,12 @@ absl::Status ReadFlags(const ParsedCommandLine& parsed, WorkerFlags* flags,
     flags->session.train.engine.host_transport = *t;
   }
   flags->session.train.dump_master_dir = absl::GetFlag(FLAGS_dump_master);
+  if (parsed.Given(FLAGS_trainer_socket)) {
+    flags->session.train.trainer_socket = absl::GetFlag(FLAGS_trainer_socket);
+    if (flags->session.train.trainer_socket.empty()) {
+      return absl::InvalidArgumentError("--trainer-socket must not be empty");
+    }
+  }
   ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_fault_prepare_failures, 0, 1000));
   flags->session.train.inject_prepare_failures =
       absl::GetFlag(FLAGS_fault_prepare_failures);
@@ -123,7 +140,8 @@ std::string WorkerUsage() {
       "[--device cpu|cuda[:N]] [--labels node=a,zone=b] [--address HOST:PORT] "
       "[--tls-ca F] [--tls-cert F --tls-key F] [--log-format text|json] "
       "[--metrics-listen HOST:PORT] [--dump-master DIR] [--comm-host HOST] "
-      "[--comm-transport auto|tcp|shm] [--fault-prepare-failures N]\n\n",
+      "[--comm-transport auto|tcp|shm] [--trainer-socket PATH] "
+      "[--fault-prepare-failures N]\n\n",
       FlagsHelp(WorkerFlagList()));
 }
 
@@ -192,6 +210,10 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(
   }
   if (comm_host.has_value() && !comm_host->empty()) {
     flags.session.train.engine.hostname = *comm_host;
+  }
+  if (flags.session.train.trainer_socket.empty()) {
+    flags.session.train.trainer_socket =
+        env("ZSHARD_TRAINER_SOCKET").value_or("");
   }
   return flags;
 }

@@ -136,10 +136,14 @@ absl::StatusOr<std::unique_ptr<HeldEngine>> BuildEpoch(BuildInput input) {
   if (epoch.rank >= 0) {
     ZSHARD_ASSIGN_OR_RETURN(
         plan, CheckedPlan(job, epoch.world, epoch.epoch, epoch.plan_hash));
-    ZSHARD_ASSIGN_OR_RETURN(held->workload,
-                            engine::MakeWorkload(job, epoch.world, epoch.rank));
     // The job's first epoch starts from the workload's initial params.
-    if (epoch.base_epoch == 0 && !epoch.restore) {
+    const bool fresh = epoch.base_epoch == 0 && !epoch.restore;
+    ZSHARD_ASSIGN_OR_RETURN(
+        held->workload,
+        input.make_workload
+            ? input.make_workload(job, epoch.world, epoch.rank, fresh)
+            : engine::MakeWorkload(job, epoch.world, epoch.rank));
+    if (fresh) {
       engine::EngineConfig config =
           engine::MakeEngineConfig(job, *plan, epoch.rank, store);
       ZSHARD_ASSIGN_OR_RETURN(
@@ -148,9 +152,9 @@ absl::StatusOr<std::unique_ptr<HeldEngine>> BuildEpoch(BuildInput input) {
       return held;
     }
     ZSHARD_ASSIGN_OR_RETURN(
-        buffers,
-        engine::EngineBuffers::Create(job.model, *plan, epoch.rank,
-                                      *held->workload, input.options.device));
+        buffers, engine::EngineBuffers::Create(
+                     job.model, *plan, epoch.rank, *held->workload,
+                     input.options.device, input.options.shared_buffers));
   }
   if (buffers != nullptr || SendsState(epoch)) {
     reshard::MoveInput move;

@@ -79,6 +79,12 @@ struct BuildInput {
   // EngineOptions::on_connected); Abort() on it ends that all-gather.
   // Optional.
   std::function<void(engine::StepEngine*)> set_engine;
+  // Makes the epoch's workload (rank `rank` of `world`; `fresh` for the
+  // job's first epoch, whose params come from the workload). Default
+  // (null): engine::MakeWorkload.
+  std::function<absl::StatusOr<std::unique_ptr<engine::Workload>>(
+      const job::JobSpec& job, int world, int rank, bool fresh)>
+      make_workload;
   // Raised to cancel the preparation: rendezvous waits then end promptly
   // (Aborted). Must outlive the HeldEngine returned. Required.
   const std::atomic<bool>* cancelled = nullptr;

@@ -20,6 +20,22 @@ TrainRunner::TrainRunner(const Options& options, job::JobSpec job,
       new_store_(std::move(new_store)),
       telemetry_(std::move(telemetry)),
       injected_failures_left_(options.inject_prepare_failures) {
+  if (job_.workload.kind == job::WorkloadKind::kTrainer &&
+      !options_.trainer_socket.empty()) {
+    trainer::TrainerHubOptions o;
+    o.socket_path = options_.trainer_socket;
+    o.job_name = job_.name;
+    o.model = job_.model;
+    absl::StatusOr<std::unique_ptr<trainer::TrainerHub>> hub =
+        trainer::TrainerHub::Start(o);
+    if (hub.ok()) {
+      hub_ = *std::move(hub);
+      ZSHARD_LOG_INFO("waiting for a trainer",
+                      {{"socket", options_.trainer_socket}});
+    } else {
+      hub_status_ = hub.status();
+    }
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -31,6 +47,8 @@ TrainRunner::~TrainRunner() {
     if (base_ != nullptr && base_->engine != nullptr) base_->engine->Abort();
     if (next_ != nullptr && next_->engine != nullptr) next_->engine->Abort();
   }
+  // Ends a wait for the trainer (its step fails, the state stays).
+  if (hub_ != nullptr) hub_->Shutdown();
   thread_.join();
 }
 

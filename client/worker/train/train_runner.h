@@ -28,6 +28,7 @@
 #include "client/worker/runner/runner.h"
 #include "client/worker/train/epoch_builder.h"
 #include "client/worker/train/train_states.h"
+#include "client/worker/trainer/trainer_hub.h"
 #include "common/job/job_spec.h"
 
 namespace zshard::worker {
@@ -53,6 +54,10 @@ class TrainRunner : public Runner {
     // committed epoch fail (Unavailable, reported to the coordinator as a
     // real failure is). Default 0: none.
     int inject_prepare_failures = 0;
+    // Path of the Unix socket a trainer process attaches to, for jobs of
+    // the trainer workload (--trainer-socket, $ZSHARD_TRAINER_SOCKET).
+    // Default empty: such a job fails at its first epoch naming the flag.
+    std::string trainer_socket;
   };
   using StoreFactory = worker::StoreFactory;
   // Receives each step's telemetry; must not block long and cannot fail.
@@ -120,6 +125,10 @@ class TrainRunner : public Runner {
   const job::JobSpec job_;
   const StoreFactory new_store_;
   const TelemetrySink telemetry_;
+  // The trainer socket (jobs of the trainer workload with a socket path),
+  // or why it could not be opened (reported at the first epoch).
+  std::unique_ptr<trainer::TrainerHub> hub_;
+  absl::Status hub_status_;
 
   mutable absl::Mutex mu_;
   EpochReadyCallback ready_ ABSL_GUARDED_BY(mu_);

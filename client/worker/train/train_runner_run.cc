@@ -9,6 +9,7 @@
 #include "client/worker/engine/master_dump.h"
 #include "client/worker/train/step_checkpoint.h"
 #include "client/worker/train/train_runner.h"
+#include "client/worker/trainer/trainer_workload.h"
 #include "common/logging.h"
 
 namespace zshard::worker {
@@ -20,6 +21,18 @@ int64_t TrainRunner::RunTransition(const EpochInfo& epoch) {
   input.epoch = epoch;
   input.new_store = new_store_;
   input.cancelled = &transition_abort_;
+  if (job_.workload.kind == job::WorkloadKind::kTrainer) {
+    // The trainer maps the params and grads: no copy in the hand-off.
+    input.options.shared_buffers = true;
+    if (!hub_status_.ok()) {
+      Fail(hub_status_);
+      return 0;
+    }
+    input.make_workload = [hub = hub_.get()](const job::JobSpec& job, int world,
+                                             int rank, bool fresh) {
+      return trainer::MakeTrainerWorkload(hub, job, world, rank, fresh);
+    };
+  }
   HeldEngine* base = nullptr;
   {
     absl::MutexLock lock(&mu_);
@@ -156,6 +169,8 @@ void TrainRunner::AfterStep(HeldEngine* held, const engine::StepTelemetry& t) {
                               failed);
   }
   if (!last) return;
+  // The trainer's begin_step returns None from now on.
+  if (hub_ != nullptr) hub_->SendDone();
   LogEngineMemory("memory", step, t.memory);
   if (options_.dump_master_dir.empty()) return;
   absl::Status dumped =

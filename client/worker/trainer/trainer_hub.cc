@@ -382,11 +382,9 @@ void TrainerHub::SendResult(const TrainerStepResult& r) {
   absl::MutexLock io(&io_mu_);
   const int fd = Conn();
   if (fd < 0) return;
-  nlohmann::json body = {{"type", "result"},
-                         {"step", r.step},
-                         {"applied", r.applied},
-                         {"grad_norm", r.grad_norm},
-                         {"loss", nullptr}};
+  nlohmann::json body = {{"type", "result"},         {"step", r.step},
+                         {"failed", r.failed},       {"applied", r.applied},
+                         {"grad_norm", r.grad_norm}, {"loss", nullptr}};
   if (r.loss) body["loss"] = *r.loss;
   (void)SendMessage(fd, body, {}, options_.io_timeout_ms);
 }

@@ -70,6 +70,10 @@ struct BackwardDone {
 
 struct TrainerStepResult {
   int64_t step = 0;
+  // The step did not complete on this daemon (a peer was lost): the world
+  // re-shards, and the trainer's next step is this one again, or the next
+  // if another rank completed it.
+  bool failed = false;
   bool applied = false;
   double grad_norm = 0;
   std::optional<double> loss;  // the world's summed loss / B

@@ -20,8 +20,8 @@
 //   daemon -> trainer  step           {"step", "rank", "world",
 //                                      "global_batch", "lr", "generation"}
 //   trainer -> daemon  backward_done  {"step", "loss" (a number or null)}
-//   daemon -> trainer  result         {"step", "applied", "grad_norm",
-//                                      "loss" (or null)}
+//   daemon -> trainer  result         {"step", "failed", "applied",
+//                                      "grad_norm", "loss" (or null)}
 //   daemon -> trainer  done           {} (the job's steps are done)
 //   trainer -> daemon  detach         {}
 //

@@ -46,6 +46,23 @@ TEST(WorkerFlagsTest, DeviceOrdinal) {
   EXPECT_EQ(flags->session.train.engine.device.ordinal, 2);
 }
 
+TEST(WorkerFlagsTest, TrainerSocketFromFlagOrEnvironment) {
+  auto flags =
+      ParseWorkerFlags({"--coordinator", "a:1", "--name", "w"},
+                       Env({{"ZSHARD_TRAINER_SOCKET", "/run/t.sock"}}));
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->session.train.trainer_socket, "/run/t.sock");
+  flags = ParseWorkerFlags(
+      {"--coordinator", "a:1", "--name", "w", "--trainer-socket", "/x.sock"},
+      Env({{"ZSHARD_TRAINER_SOCKET", "/run/t.sock"}}));
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->session.train.trainer_socket, "/x.sock");
+  flags = ParseWorkerFlags(
+      {"--coordinator", "a:1", "--name", "w", "--trainer-socket="}, Env({}));
+  ASSERT_FALSE(flags.ok());
+  EXPECT_EQ(flags.status().message(), "--trainer-socket must not be empty");
+}
+
 TEST(WorkerFlagsTest, DumpMasterDirectory) {
   auto flags = ParseWorkerFlags(
       {"--coordinator", "c:1", "--name", "w", "--dump-master", "/tmp/m"},

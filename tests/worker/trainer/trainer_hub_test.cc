@@ -208,7 +208,7 @@ TEST_F(TrainerHubTest, StepsThroughSharedBuffersAndSurvivesATrainerRestart) {
   EXPECT_TRUE(done->has_loss);
   EXPECT_EQ(done->loss, 1.25);
   EXPECT_EQ(static_cast<float*>((*grads)->data())[64], 7.0f);
-  hub_->SendResult({1, true, 0.5, 0.125});
+  hub_->SendResult({1, false, true, 0.5, 0.125});
   Message result = t1.Receive();
   EXPECT_EQ(result.type(), "result");
   EXPECT_EQ(result.body["loss"], 0.125);

@@ -1,0 +1,134 @@
+// TrainerWorkload: the step exchange with the attached trainer.
+#include "client/worker/trainer/trainer_workload.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "common/job/lr_schedule.h"
+#include "common/logging.h"
+#include "common/status.h"
+
+namespace zshard::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+TrainerLayout LayoutOf(const engine::SharedBuffers& shared) {
+  TrainerLayout layout;
+  layout.generation = shared.generation;
+  for (const engine::SharedBuffers::Buffer& b : shared.buffers) {
+    TrainerBuffer t;
+    t.param_dtype = b.key.param_dtype;
+    t.grad_dtype = b.key.grad_dtype;
+    t.expert = b.key.expert;
+    t.numel = b.numel;
+    t.param_starts = b.param_starts;
+    t.param_fd = b.param_fd;
+    t.grad_fd = b.grad_fd;
+    layout.buffers.push_back(std::move(t));
+  }
+  return layout;
+}
+
+}  // namespace
+
+TrainerWorkload::TrainerWorkload(TrainerHub* hub, Options options)
+    : hub_(hub), options_(std::move(options)) {
+  int64_t offset = 0;
+  for (int64_t n : options_.param_numels) {
+    offsets_.push_back(offset);
+    offset += n;
+  }
+}
+
+void TrainerWorkload::InitialParam(int p, absl::Span<float> out) const {
+  if (options_.initial.empty()) {
+    std::fill(out.begin(), out.end(), 0.0f);
+    return;
+  }
+  const float* from = options_.initial.data() + offsets_[p];
+  std::copy(from, from + out.size(), out.begin());
+}
+
+absl::StatusOr<double> TrainerWorkload::Gradients(int64_t step,
+                                                  engine::ModelState& state) {
+  const engine::SharedBuffers* shared = state.shared_buffers();
+  if (shared == nullptr) {
+    return absl::FailedPreconditionError(
+        "trainer workload: the engine's buffers are not in shared memory");
+  }
+  const TrainerLayout layout = LayoutOf(*shared);
+  TrainerStep info;
+  info.step = step;
+  info.rank = options_.rank;
+  info.world = options_.world;
+  info.global_batch = options_.global_batch;
+  info.lr = job::LearningRate(options_.optimizer.lr_schedule,
+                              options_.optimizer.lr, step);
+  const int64_t timeout = options_.trainer_timeout_ms;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout);
+  while (true) {
+    const int64_t left = std::max<int64_t>(
+        1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                 Clock::now())
+               .count());
+    absl::Status attached = hub_->WaitForTrainer(left);
+    if (!attached.ok()) {
+      return absl::Status(attached.code(), absl::StrCat("step ", step, ": ",
+                                                        attached.message()));
+    }
+    // A live trainer gets the whole timeout for its forward and backward.
+    absl::StatusOr<BackwardDone> done =
+        hub_->RunBackward(layout, info, timeout);
+    if (done.ok()) {
+      has_loss_ = done->has_loss;
+      return done->loss;
+    }
+    if (done.status().code() != absl::StatusCode::kUnavailable) {
+      return done.status();
+    }
+    // The trainer died: the next one to attach redoes this step (it zeroes
+    // the grad buffer first).
+    ZSHARD_LOG_WARN("trainer lost mid-step; waiting for it to come back",
+                    {{"step", absl::StrCat(step)},
+                     {"error", std::string(done.status().message())}});
+  }
+}
+
+void TrainerWorkload::StepFinished(const engine::StepReport& report) {
+  TrainerStepResult result;
+  result.step = report.step;
+  result.failed = !report.ok;
+  result.applied = report.applied;
+  result.grad_norm = report.grad_norm;
+  if (report.has_loss) result.loss = report.loss;
+  hub_->SendResult(result);
+}
+
+absl::StatusOr<std::unique_ptr<engine::Workload>> MakeTrainerWorkload(
+    TrainerHub* hub, const job::JobSpec& job, int world, int rank, bool fresh) {
+  if (hub == nullptr) {
+    return absl::FailedPreconditionError(
+        "the job's workload is trainer: start zshard-worker with "
+        "--trainer-socket PATH (or set ZSHARD_TRAINER_SOCKET)");
+  }
+  TrainerWorkload::Options o;
+  o.world = world;
+  o.rank = rank;
+  o.global_batch = job.workload.global_batch;
+  o.optimizer = job.optimizer;
+  o.trainer_timeout_ms = job.workload.trainer_timeout_ms;
+  for (const plan::ParamSpec& p : job.model.params) {
+    o.param_numels.push_back(p.numel());
+  }
+  if (fresh) {
+    ZSHARD_RETURN_IF_ERROR(hub->WaitForTrainer(o.trainer_timeout_ms));
+    ZSHARD_ASSIGN_OR_RETURN(
+        o.initial,
+        hub->FetchInitialParams(job.model.numel(), o.trainer_timeout_ms));
+  }
+  return std::make_unique<TrainerWorkload>(hub, std::move(o));
+}
+
+}  // namespace zshard::trainer

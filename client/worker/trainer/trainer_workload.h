@@ -1,0 +1,60 @@
+// TrainerWorkload: the gradients of the `trainer` workload come from a
+// user's training process attached to this daemon's TrainerHub. Each step
+// it hands the trainer the step, its rank, the world and the rate, waits
+// for its backward pass (the gradients land straight in the shared grad
+// buffer: no copy), and after the step sends it the result. A trainer that
+// dies is waited for, up to the job's trainer_timeout_ms, and the one that
+// attaches next resumes the same step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/worker/engine/workload.h"
+#include "client/worker/trainer/trainer_hub.h"
+#include "common/job/job_spec.h"
+
+namespace zshard::trainer {
+
+class TrainerWorkload final : public engine::Workload {
+ public:
+  struct Options {
+    int world = 1;
+    int rank = 0;
+    int64_t global_batch = 1;
+    job::OptimizerSpec optimizer;  // for each step's rate
+    int64_t trainer_timeout_ms = 60000;
+    // Initial params, fp32, flattened in registration order; empty: zeros
+    // (an epoch that takes its state from moves or a checkpoint).
+    std::vector<float> initial;
+    std::vector<int64_t> param_numels;  // registration order
+  };
+
+  // `hub` must outlive the workload.
+  TrainerWorkload(TrainerHub* hub, Options options);
+
+  void InitialParam(int p, absl::Span<float> out) const override;
+  // FailedPrecondition when `state`'s buffers are not shared;
+  // DeadlineExceeded when no trainer answers within the timeout.
+  absl::StatusOr<double> Gradients(int64_t step,
+                                   engine::ModelState& state) override;
+  void StepFinished(const engine::StepReport& report) override;
+  bool has_loss() const override { return has_loss_; }
+  int64_t global_batch() const override { return options_.global_batch; }
+
+ private:
+  TrainerHub* const hub_;
+  const Options options_;
+  std::vector<int64_t> offsets_;  // of each param in `initial`
+  bool has_loss_ = false;
+};
+
+// The workload of rank `rank` of `world` for `job` (kind trainer). When
+// `fresh` (the job's first epoch), waits for a trainer (at most the job's
+// trainer_timeout_ms) and takes the initial params from its model.
+absl::StatusOr<std::unique_ptr<engine::Workload>> MakeTrainerWorkload(
+    TrainerHub* hub, const job::JobSpec& job, int world, int rank, bool fresh);
+
+}  // namespace zshard::trainer

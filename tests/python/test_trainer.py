@@ -1,0 +1,218 @@
+"""A PyTorch model trained through zshard (trainer daemons on real worker
+processes, W = 4, I = 2) ends with the parameters of a single-process
+torch.optim.AdamW run on the whole global batch."""
+
+import math
+import os
+import signal
+import time
+import unittest
+
+import torch
+
+import cluster
+import models
+import zshard
+from zshard.torch import DistributedOptimizer, model_spec
+
+STEPS = 20
+GLOBAL_BATCH = 16
+OPTIMIZER = {"lr": 0.01, "weight_decay": 0.1, "clip_grad_norm": 1.0,
+             "lr_schedule": {"kind": "cosine", "warmup_steps": 3,
+                             "decay_steps": STEPS, "min_lr": 0.001}}
+
+
+def job(steps=STEPS):
+    return {
+        "name": "pytrain",
+        "model": model_spec(models.tied_lm(), name="tiedlm"),
+        # Small buckets: the model spans several.
+        "layout": {"bucket_size": 512},
+        "optimizer": OPTIMIZER,
+        "world": {"instances": 2, "min": 4, "max": 4},
+        "lease_timeout_ms": 3000,
+        "heartbeat_interval_ms": 300,
+        "workload": {"kind": "trainer", "steps": steps,
+                     "global_batch": GLOBAL_BATCH,
+                     "trainer_timeout_ms": 20000},
+    }
+
+
+def lr_at(step):
+    """The job's schedule (the README's formula)."""
+    s = OPTIMIZER["lr_schedule"]
+    lr, wu, dd, m = OPTIMIZER["lr"], s["warmup_steps"], s["decay_steps"], \
+        s["min_lr"]
+    if step <= wu:
+        return lr * step / wu
+    if step > dd:
+        return m
+    r = (step - wu) / (dd - wu)
+    return m + (lr - m) * 0.5 * (1 + math.cos(math.pi * r))
+
+
+def reference(steps=STEPS):
+    """Single process, whole global batch, torch.optim.AdamW: the final
+    state dict and each step's gradient norm before clipping."""
+    model = models.tied_lm()
+    spec = {p["name"]: p for p in model_spec(model)["params"]}
+    decay = [p for n, p in model.named_parameters()
+             if not spec[n].get("no_weight_decay")]
+    no_decay = [p for n, p in model.named_parameters()
+                if spec[n].get("no_weight_decay")]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": OPTIMIZER["weight_decay"]},
+         {"params": no_decay, "weight_decay": 0.0}],
+        lr=OPTIMIZER["lr"], betas=(0.9, 0.999), eps=1e-8)
+    x, y = models.token_batch(GLOBAL_BATCH)
+    norms = []
+    for step in range(1, steps + 1):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step)
+        opt.zero_grad()
+        loss = models.summed_loss(model, x, y, range(GLOBAL_BATCH)) / \
+            GLOBAL_BATCH
+        loss.backward()
+        norms.append(float(torch.nn.utils.clip_grad_norm_(
+            model.parameters(), OPTIMIZER["clip_grad_norm"])))
+        opt.step()
+    return model.state_dict(), norms
+
+
+class TrainerTest(unittest.TestCase):
+
+    def setUp(self):
+        if not os.environ.get("ZSHARD_BIN_DIR"):
+            self.skipTest("ZSHARD_BIN_DIR is not set (run through ctest)")
+        self.cluster = cluster.Cluster(job())
+        self.addCleanup(self.cluster.stop)
+
+    def assert_matches_reference(self, outs, steps_log):
+        got = [torch.load(o) for o in outs]
+        # Every rank ends with the same all-gathered params, bit for bit.
+        for other in got[1:]:
+            for name, value in got[0].items():
+                self.assertTrue(torch.equal(value, other[name]), name)
+        want, norms = reference()
+        # The gradient itself: each step's global norm (the world's summed
+        # gradient / B, before clipping) equals the single-process one to
+        # fp32 rounding of sums of 16 samples (relative 1e-5); clipping ran
+        # (norm > 1).
+        for s in steps_log:
+            want_norm = norms[s["step"] - 1]
+            self.assertLess(abs(s["grad_norm"] - want_norm), 1e-5 * want_norm,
+                            s)
+        self.assertGreater(max(norms), OPTIMIZER["clip_grad_norm"])
+        initial = models.tied_lm().state_dict()
+        # Tolerance. Both runs are the same AdamW in fp32; they differ in
+        # the order of the gradient sums (per rank, then across ranks, vs
+        # one batch through autograd) and of Adam's operations: a few ulps
+        # of each gradient element per step. Adam divides by sqrt(v), so an
+        # element whose gradient is small next to its own rounding noise
+        # moves by up to a fraction of a step (lr <= 0.01) in either run:
+        # a handful of elements differ by up to ~3e-5 (measured). Hence two
+        # bounds: the median difference within a few ulps of the params
+        # (5e-7), the largest within 1e-4. A wrong rate, schedule, weight
+        # decay or step count moves the median by >= 7e-4 and the largest
+        # by >= 1e-3 (measured with each perturbed by 1-10%), so both
+        # bounds catch them; clipping barely changes Adam's result (it is
+        # invariant to the gradient's scale), hence the norm check above.
+        for name, value in want.items():
+            moved = (value - initial[name]).abs().max().item()
+            diff = (got[0][name] - value).abs()
+            self.assertGreater(moved, 1e-2, name)
+            self.assertLess(diff.median().item(), 5e-7, name)
+            self.assertLess(diff.max().item(), 1e-4, "%s moved %g, differs "
+                            "by %g" % (name, moved, diff.max().item()))
+
+    def start(self, workers):
+        """Daemons w0..w{n-1}, each with a trainer; returns the trainers'
+        names and output files."""
+        c = self.cluster
+        trainers, outs = [], []
+        for i in range(workers):
+            c.start_worker("w%d" % i)
+            outs.append(os.path.join(c.dir, "w%d.pt" % i))
+            trainers.append(c.start_trainer("w%d" % i, outs[-1]))
+        return trainers, outs
+
+    def wait_for_step(self, trainers, step, timeout=240):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for t in trainers:
+                if any(s["step"] >= step for s in self.cluster.steps(t)):
+                    return t
+            time.sleep(0.05)
+        self.fail("no trainer reached step %d" % step)
+
+    def finish(self, trainers, workers):
+        c = self.cluster
+        for t in trainers:
+            self.assertEqual(c.wait(t, 300), 0, c.read_log(t))
+        for w in workers:
+            self.assertEqual(c.wait(w, 60), 0, c.read_log(w))
+
+    def completed_steps(self, trainer):
+        return [s for s in self.cluster.steps(trainer) if not s["failed"]]
+
+    def test_four_ranks_two_instances_match_adamw(self):
+        trainers, outs = self.start(4)
+        self.wait_for_step(trainers, 2)
+        # Refused with one line each while the world keeps training.
+        sock = self.cluster.socket("w0")
+        with self.assertRaisesRegex(zshard.ZshardError,
+                                    "a trainer is already attached"):
+            DistributedOptimizer(models.tied_lm(), socket=sock, timeout=5)
+        with self.assertRaisesRegex(zshard.ZshardError,
+                                    "is for job 'other', this daemon runs "
+                                    "job 'pytrain'"):
+            DistributedOptimizer(models.tied_lm(), socket=sock, timeout=5,
+                                 job="other")
+        with self.assertRaisesRegex(zshard.ZshardError,
+                                    "param 1 'hidden.weight' has shape "
+                                    r"\[8, 16\], the job's 'hidden.weight' "
+                                    r"has \[16, 16\]"):
+            bad = models.TiedLM()
+            bad.hidden = torch.nn.Linear(16, 8)
+            DistributedOptimizer(bad, socket=sock, timeout=5)
+        self.finish(trainers, ["w%d" % i for i in range(4)])
+        steps = self.completed_steps(trainers[0])
+        self.assertEqual([s["step"] for s in steps], list(range(1, 21)))
+        for s in steps:
+            self.assertAlmostEqual(s["lr"], lr_at(s["step"]), places=12)
+            self.assertTrue(s["applied"])
+            self.assertEqual(s["world"], 4)
+        self.assert_matches_reference(outs, steps)
+
+    def test_a_daemon_killed_mid_run_loses_nothing(self):
+        # Five daemons for a world of four: one is a spare, whose trainer
+        # waits in begin_step until its daemon takes the dead one's rank.
+        trainers, outs = self.start(5)
+        victim = self.wait_for_step(trainers, 5)
+        index = trainers.index(victim)
+        self.cluster.procs["w%d" % index].send_signal(signal.SIGKILL)
+        self.assertEqual(self.cluster.wait(victim, 60), 3,
+                         "its trainer gets WorkerLost")
+        alive = [i for i in range(5) if i != index]
+        self.finish([trainers[i] for i in alive], ["w%d" % i for i in alive])
+        survivor = trainers[alive[0]]
+        self.assert_matches_reference(
+            [outs[i] for i in alive], self.completed_steps(survivor))
+
+    def test_a_trainer_killed_and_restarted_resumes(self):
+        trainers, outs = self.start(4)
+        victim = self.wait_for_step(trainers, 5)
+        index = trainers.index(victim)
+        self.cluster.procs[victim].send_signal(signal.SIGKILL)
+        self.cluster.wait(victim, 30)
+        # Its daemon waits for a trainer (up to trainer_timeout_ms).
+        outs[index] = os.path.join(self.cluster.dir, "restarted.pt")
+        trainers[index] = self.cluster.start_trainer("w%d" % index,
+                                                     outs[index], tag="b")
+        self.finish(trainers, ["w%d" % i for i in range(4)])
+        self.assert_matches_reference(outs,
+                                      self.completed_steps(trainers[0]))
+
+
+if __name__ == "__main__":
+    unittest.main()
