@@ -22,7 +22,7 @@ OPTIMIZER = {"lr": 0.01, "weight_decay": 0.1, "clip_grad_norm": 1.0,
                              "decay_steps": STEPS, "min_lr": 0.001}}
 
 
-def job(steps=STEPS):
+def job(steps=STEPS, trainer_timeout_ms=20000):
     return {
         "name": "pytrain",
         "model": model_spec(models.tied_lm(), name="tiedlm"),
@@ -34,7 +34,7 @@ def job(steps=STEPS):
         "heartbeat_interval_ms": 300,
         "workload": {"kind": "trainer", "steps": steps,
                      "global_batch": GLOBAL_BATCH,
-                     "trainer_timeout_ms": 20000},
+                     "trainer_timeout_ms": trainer_timeout_ms},
     }
 
 
@@ -84,7 +84,9 @@ class TrainerTest(unittest.TestCase):
     def setUp(self):
         if not os.environ.get("ZSHARD_BIN_DIR"):
             self.skipTest("ZSHARD_BIN_DIR is not set (run through ctest)")
-        self.cluster = cluster.Cluster(job())
+        # A trainer gone for good is given up after 3 s in its own test.
+        timeout = 3000 if "gone_for_good" in self._testMethodName else 20000
+        self.cluster = cluster.Cluster(job(trainer_timeout_ms=timeout))
         self.addCleanup(self.cluster.stop)
 
     def assert_matches_reference(self, outs, steps_log):
@@ -198,6 +200,23 @@ class TrainerTest(unittest.TestCase):
         survivor = trainers[alive[0]]
         self.assert_matches_reference(
             [outs[i] for i in alive], self.completed_steps(survivor))
+
+    def test_a_trainer_gone_for_good_hands_its_state_over(self):
+        # Past trainer_timeout_ms its daemon leaves as on SIGTERM (exit 0,
+        # state handed over) and the spare takes its rank.
+        trainers, outs = self.start(5)
+        victim = self.wait_for_step(trainers, 5)
+        index = trainers.index(victim)
+        self.cluster.procs[victim].send_signal(signal.SIGKILL)
+        self.cluster.wait(victim, 30)
+        self.assertEqual(self.cluster.wait("w%d" % index, 120), 0,
+                         self.cluster.read_log("w%d" % index))
+        self.assertIn("leaving the job",
+                      self.cluster.read_log("w%d" % index))
+        alive = [i for i in range(5) if i != index]
+        self.finish([trainers[i] for i in alive], ["w%d" % i for i in alive])
+        self.assert_matches_reference(
+            [outs[i] for i in alive], self.completed_steps(trainers[alive[0]]))
 
     def test_a_trainer_killed_and_restarted_resumes(self):
         trainers, outs = self.start(4)

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -41,6 +43,13 @@ class Workload {
   // Called at the end of every Step whose Gradients succeeded, whether the
   // rest of the step did or not (report.ok). Default: nothing.
   virtual void StepFinished(const StepReport& /*report*/) {}
+
+  // Why this worker should leave the job (hand its state over, as on
+  // SIGTERM) after a failed Gradients, e.g. its trainer process gone past
+  // its timeout; nullopt (the default) to wait for the next epoch.
+  virtual std::optional<std::string> LeaveReason() const {
+    return std::nullopt;
+  }
 
   // True when Gradients returns a meaningful loss.
   virtual bool has_loss() const = 0;

@@ -104,6 +104,11 @@ class Runner {
   // coordinator must hear of; must not block long.
   using FailureReporter = std::function<void(const RunnerFailure& failure)>;
 
+  // Called (from the runner's thread, no lock held) when this worker cannot
+  // go on and should leave gracefully, as on SIGTERM (its state handed
+  // over), with the reason; must not block.
+  using LeaveRequester = std::function<void(const std::string& why)>;
+
   virtual ~Runner() = default;
 
   // Installs the ready callback; call before the first epoch. Default:
@@ -116,6 +121,8 @@ class Runner {
   // Installs the failure reporter. Default: ignored (runners that cannot
   // fail this way).
   virtual void SetFailureReporter(FailureReporter report) { (void)report; }
+  // Installs the leave requester. Default: ignored.
+  virtual void SetLeaveRequester(LeaveRequester leave) { (void)leave; }
 
   // Epoch `epoch` was proposed with base (stable) epoch `base_epoch`;
   // called after Pause. Default: nothing.

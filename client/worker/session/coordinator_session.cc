@@ -194,6 +194,10 @@ absl::Status CoordinatorSession::Join() {
             });
         runner_->SetFailureReporter(
             [this](const RunnerFailure& failure) { ReportFailure(failure); });
+        runner_->SetLeaveRequester([this](const std::string& why) {
+          ZSHARD_LOG_WARN("leaving the job", {{"reason", why}});
+          Stop();
+        });
       }
       // A runner kept from an earlier incarnation was paused above,
       // outside mu_ (its thread may need mu_ for credentials).

@@ -110,6 +110,11 @@ void TrainRunner::SetFailureReporter(FailureReporter report) {
   report_failure_ = std::move(report);
 }
 
+void TrainRunner::SetLeaveRequester(LeaveRequester leave) {
+  absl::MutexLock lock(&mu_);
+  leave_ = std::move(leave);
+}
+
 bool TrainRunner::CanStepLocked() const {
   return ActiveLocked() && failure_.ok() && base_ != nullptr &&
          base_->engine != nullptr && !base_->broken && next_ == nullptr &&

@@ -75,6 +75,7 @@ class TrainRunner : public Runner {
   void SetEpochReadyCallback(EpochReadyCallback ready) override;
   void SetCheckpointReporter(CheckpointReporter report) override;
   void SetFailureReporter(FailureReporter report) override;
+  void SetLeaveRequester(LeaveRequester leave) override;
   void OnProposed(int64_t epoch, int64_t base_epoch) override;
   EpochStart OnEpochCommitted(const EpochInfo& epoch) override;
   void OnEpochStable(int64_t epoch) override;
@@ -134,6 +135,7 @@ class TrainRunner : public Runner {
   EpochReadyCallback ready_ ABSL_GUARDED_BY(mu_);
   CheckpointReporter report_checkpoint_ ABSL_GUARDED_BY(mu_);
   FailureReporter report_failure_ ABSL_GUARDED_BY(mu_);
+  LeaveRequester leave_ ABSL_GUARDED_BY(mu_);
   // The stable epoch's state (the engine that steps), and a committed
   // epoch prepared but not yet stable.
   std::unique_ptr<HeldEngine> base_ ABSL_GUARDED_BY(mu_);

@@ -119,6 +119,16 @@ void TrainRunner::RunStep(HeldEngine* held, bool stop) {
          {"commit_pending", result.commit_pending ? "true" : "false"},
          {"error", std::string(result.status.message())}});
     engine.Abort();
+    // A workload that cannot go on here (its trainer gone for good): leave
+    // as on SIGTERM, handing the intact state over.
+    if (std::optional<std::string> why = held->workload->LeaveReason()) {
+      LeaveRequester leave;
+      {
+        absl::MutexLock lock(&mu_);
+        leave = leave_;
+      }
+      if (leave) leave(*why);
+    }
     absl::MutexLock lock(&mu_);
     held->broken = true;
     DeactivateLocked();

@@ -75,8 +75,13 @@ absl::StatusOr<double> TrainerWorkload::Gradients(int64_t step,
                .count());
     absl::Status attached = hub_->WaitForTrainer(left);
     if (!attached.ok()) {
-      return absl::Status(attached.code(), absl::StrCat("step ", step, ": ",
-                                                        attached.message()));
+      attached =
+          absl::Status(attached.code(),
+                       absl::StrCat("step ", step, ": ", attached.message()));
+      if (attached.code() == absl::StatusCode::kDeadlineExceeded) {
+        leave_reason_ = std::string(attached.message());
+      }
+      return attached;
     }
     // A live trainer gets the whole timeout for its forward and backward.
     absl::StatusOr<BackwardDone> done =

@@ -41,6 +41,9 @@ class TrainerWorkload final : public engine::Workload {
   absl::StatusOr<double> Gradients(int64_t step,
                                    engine::ModelState& state) override;
   void StepFinished(const engine::StepReport& report) override;
+  std::optional<std::string> LeaveReason() const override {
+    return leave_reason_;
+  }
   bool has_loss() const override { return has_loss_; }
   int64_t global_batch() const override { return options_.global_batch; }
 
@@ -49,6 +52,8 @@ class TrainerWorkload final : public engine::Workload {
   const Options options_;
   std::vector<int64_t> offsets_;  // of each param in `initial`
   bool has_loss_ = false;
+  // Set when no trainer came back within the timeout.
+  std::optional<std::string> leave_reason_;
 };
 
 // The workload of rank `rank` of `world` for `job` (kind trainer). When
