@@ -105,6 +105,7 @@ section "training $steps steps; kill -9 of a daemon holding a rank at step $kill
 shown=""
 victim=""
 printed=0
+upto=0
 deadline=$((SECONDS + 900))
 while ((SECONDS < deadline)); do
   if [[ -z "$shown" ]]; then
@@ -130,13 +131,13 @@ PY
     )
     printed=$upto
   fi
-  if [[ -z "$victim" && -n "$shown" ]] && (($(last_step "$shown") >= kill_at)); then
+  if [[ -z "$victim" && -n "$shown" ]] && ((upto >= kill_at)); then
     for i in 1 2 3 4 0; do
       if [[ $i != "$shown" ]] && (($(last_step $i) > 0)); then victim=$i; break; fi
     done
     kill -9 "${workers[$victim]}"
     wait "${workers[$victim]}" 2>/dev/null || true
-    echo "  -- kill -9 w$victim (daemon of rank $(tail -1 "$run/trainer-w$victim.steps" | grep -o '"rank": [0-9]*' | awk '{print $2}')) after step $(last_step "$shown") --"
+    echo "  -- kill -9 w$victim (daemon of rank $(tail -1 "$run/trainer-w$victim.steps" | grep -o '"rank": [0-9]*' | awk '{print $2}')) after step $upto --"
   fi
   alive=0
   for i in 0 1 2 3 4; do
