@@ -62,6 +62,7 @@ cleanup() {
   wait 2>/dev/null || true
 }
 trap cleanup EXIT
+trap "exit 130" INT TERM
 
 section "local cluster: coordinator + 5 worker daemons (world 4, I=2, one spare), a trainer on each (logs in $run)"
 "$bin/zshard-coordinator" --job "$job" --listen 127.0.0.1:0 \
