@@ -57,8 +57,11 @@ print("  %d params; %d steps, global batch %d (each sample: 32 characters "
 PY
 
 pids=()
+# On any exit (the end, an error, Ctrl-C) whatever is still running is
+# killed outright: a daemon's graceful leave would wait for a coordinator
+# that is going away too.
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
 }
 trap cleanup EXIT
