@@ -1,0 +1,138 @@
+"""The demo's model and training loop: a character-level language model on
+the GNU GPL version 3 as Debian's base-files ships it
+(/usr/share/common-licenses/GPL-3), trained through zshard.
+
+    python3 charlm.py SOCKET [--log FILE]     # one trainer per worker daemon
+    python -m zshard.spec charlm:build_model  # the job file's model object
+
+The model reads the CONTEXT characters before a position (an embedding of
+each, concatenated), a two-layer MLP (Bengio et al. 2003) maps them to a
+vector that the same embedding, transposed, turns into the next character's
+logits (a tied input/output embedding). fp32 throughout.
+
+The data is deterministic: sample b of step t is the window of SEQ + CONTEXT
+characters starting at a position fixed by (t, b), the same on every rank,
+so a re-shard changes which trainer computes a sample, never the sample.
+"""
+
+import argparse
+import json
+import sys
+
+import torch
+
+TEXT = "/usr/share/common-licenses/GPL-3"
+VOCAB = 128  # ASCII; any other byte reads as '?'
+CONTEXT = 16  # characters the model sees before a position
+SEQ = 32  # positions predicted per sample
+WIDTH = 32  # embedding width
+HIDDEN = 256
+PROMPT_AT = 1200  # where the sample continuation's prompt starts
+
+
+class CharLM(torch.nn.Module):
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(VOCAB, WIDTH)
+        self.hidden = torch.nn.Linear(CONTEXT * WIDTH, HIDDEN)
+        self.proj = torch.nn.Linear(HIDDEN, WIDTH)
+        self.norm = torch.nn.LayerNorm(WIDTH)
+        self.out = torch.nn.Linear(WIDTH, VOCAB, bias=False)
+        self.out.weight = self.embed.weight  # tied
+        # Small initial logits: the first loss is near log(VOCAB).
+        torch.nn.init.normal_(self.embed.weight, std=0.1)
+
+    def forward(self, windows):
+        """windows: [N, CONTEXT] character codes -> [N, VOCAB] logits."""
+        e = self.embed(windows).flatten(1)
+        h = self.norm(self.proj(torch.tanh(self.hidden(e))))
+        return self.out(h)
+
+
+def build_model():
+    """The model every trainer starts from (same seed: same initial
+    params on every rank, as zshard checks nothing about them)."""
+    torch.manual_seed(0)
+    return CharLM()
+
+
+def load_text(path=TEXT):
+    data = open(path, "rb").read()
+    codes = torch.tensor(list(data), dtype=torch.long)
+    return torch.where(codes < VOCAB, codes, torch.full_like(codes, ord("?")))
+
+
+def sample(text, step, b, global_batch):
+    """Inputs [SEQ, CONTEXT] and targets [SEQ] of sample b of step `step`:
+    a window at a position fixed by (step, b)."""
+    span = SEQ + CONTEXT
+    g = torch.Generator().manual_seed(step * global_batch + b)
+    start = int(torch.randint(0, text.numel() - span, (1,), generator=g))
+    w = text[start:start + span]
+    return w[:-1].unfold(0, CONTEXT, 1), w[CONTEXT:]
+
+
+def summed_loss(model, text, step, samples, global_batch):
+    """The SUM over this rank's samples of their summed cross-entropy (nats
+    over SEQ characters each); zshard divides by the global batch."""
+    if not samples:
+        return torch.zeros(())
+    xs, ys = zip(*(sample(text, step, b, global_batch) for b in samples))
+    logits = model(torch.cat(xs))
+    return torch.nn.functional.cross_entropy(logits, torch.cat(ys),
+                                             reduction="sum")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("socket")
+    parser.add_argument("--log", default=None,
+                        help="append one JSON line per step here")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    # zshard is imported here so that `python -m zshard.spec` needs only
+    # build_model.
+    import zshard
+    from zshard.torch import DistributedOptimizer
+
+    text = load_text()
+    model = build_model()
+    log = open(args.log, "a") if args.log else None
+    try:
+        with DistributedOptimizer(model, socket=args.socket) as opt:
+            while (info := opt.begin_step()) is not None:
+                loss = summed_loss(model, text, info.step, opt.samples(info),
+                                   info.global_batch)
+                loss.backward()
+                result = opt.step(loss)
+                if log:
+                    log.write(json.dumps({
+                        "step": result.step, "rank": info.rank,
+                        "world": info.world, "lr": info.lr,
+                        "failed": result.failed, "applied": result.applied,
+                        "grad_norm": result.grad_norm,
+                        "loss_per_char": (None if result.loss is None else
+                                          result.loss / SEQ)}) + "\n")
+                    log.flush()
+    except zshard.WorkerLost as e:
+        print("trainer: zshard.WorkerLost: %s" % e, file=sys.stderr)
+        return 3
+    # Detached: the model keeps its trained params.
+    start = PROMPT_AT
+    print(generate(model, text[start:start + CONTEXT], 120))
+    return 0
+
+
+def generate(model, prompt, n):
+    """Greedy continuation of `prompt` (CONTEXT codes) by n characters."""
+    codes = prompt.tolist()
+    with torch.no_grad():
+        for _ in range(n):
+            x = torch.tensor([codes[-CONTEXT:]])
+            codes.append(int(model(x).argmax()))
+    return bytes(codes).decode("ascii", "replace")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
