@@ -149,7 +149,7 @@ absl::Status ParseWorkload(const nlohmann::json& j, WorkloadSpec& w) {
   ZSHARD_ASSIGN_OR_RETURN(w.step_delay_ms,
                           f.Int("step_delay_ms", 100, 0, 3600000));
   ZSHARD_ASSIGN_OR_RETURN(w.trainer_timeout_ms,
-                          f.Int("trainer_timeout_ms", 60000, 1000, 86400000));
+                          f.Int("trainer_timeout_ms", 20000, 1000, 86400000));
   return f.CheckNoUnknown();
 }
 
@@ -290,7 +290,7 @@ std::string JobSpecToJson(const JobSpec& spec) {
                    {"step_delay_ms", spec.workload.step_delay_ms}};
   // Absent at its default, so that older job files keep their hash.
   if (spec.workload.kind == WorkloadKind::kTrainer ||
-      spec.workload.trainer_timeout_ms != 60000) {
+      spec.workload.trainer_timeout_ms != 20000) {
     j["workload"]["trainer_timeout_ms"] = spec.workload.trainer_timeout_ms;
   }
   j["checkpoint"] = {{"dir", spec.checkpoint.dir},

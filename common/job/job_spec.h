@@ -47,8 +47,10 @@ struct WorkloadSpec {
   int64_t step_delay_ms = 100;  // idle workload: time per step
   // trainer workload: how long a daemon waits for its trainer process (to
   // attach, to come back after it died, to finish a backward pass) before
-  // it hands its state over and leaves. [1000, 86400000].
-  int64_t trainer_timeout_ms = 60000;
+  // it hands its state over and leaves. [1000, 86400000]. Keep it below the
+  // workers' collective timeout (30 s): peers wait in the step's first
+  // collective meanwhile.
+  int64_t trainer_timeout_ms = 20000;
 };
 
 struct CheckpointSpec {
