@@ -204,7 +204,9 @@ TEST_F(ControlPlaneTest, SigtermLeavesGracefully) {
   EXPECT_TRUE(left.ok()) << left.status();
 }
 
-TEST(WorkerBinaryTest, BadFlagsExitTwoWithOneLine) {
+// Starts zshard-worker with `--device device` and expects exit status 2
+// with one line on stderr that contains `want`.
+void ExpectDeviceRefused(const std::string& device, const std::string& want) {
   TempDir dir;
   Subprocess::Options options;
   options.argv = {ProcessCluster::Bin("zshard-worker"),
@@ -213,35 +215,24 @@ TEST(WorkerBinaryTest, BadFlagsExitTwoWithOneLine) {
                   "--coordinator",
                   "127.0.0.1:1",
                   "--device",
-                  "tpu"};
+                  device};
   options.stderr_path = dir.File("err");
   auto child = Subprocess::Start(options);
   ASSERT_TRUE(child.ok());
   EXPECT_EQ((*child)->Wait(5000), 2);
   std::string err = ReadLog(dir.File("err"));
-  EXPECT_NE(err.find("--device"), std::string::npos) << err;
+  EXPECT_NE(err.find(want), std::string::npos) << err;
   EXPECT_EQ(err.find('\n'), err.size() - 1) << err;
+}
+
+TEST(WorkerBinaryTest, BadFlagsExitTwoWithOneLine) {
+  ExpectDeviceRefused("tpu", "--device");
 }
 
 // A worker asked for a GPU it cannot use exits at start: never a silent CPU
 // run. cuda:1023 exists on no machine this runs on.
 TEST(WorkerBinaryTest, MissingCudaDeviceExitsTwoWithOneLine) {
-  TempDir dir;
-  Subprocess::Options options;
-  options.argv = {ProcessCluster::Bin("zshard-worker"),
-                  "--name",
-                  "w",
-                  "--coordinator",
-                  "127.0.0.1:1",
-                  "--device",
-                  "cuda:1023"};
-  options.stderr_path = dir.File("err");
-  auto child = Subprocess::Start(options);
-  ASSERT_TRUE(child.ok());
-  EXPECT_EQ((*child)->Wait(5000), 2);
-  std::string err = ReadLog(dir.File("err"));
-  EXPECT_NE(err.find("--device cuda:1023"), std::string::npos) << err;
-  EXPECT_EQ(err.find('\n'), err.size() - 1) << err;
+  ExpectDeviceRefused("cuda:1023", "--device cuda:1023");
 }
 
 TEST(CtlBinaryTest, UnreachableCoordinatorExitsThree) {
