@@ -366,7 +366,19 @@ def ratio(a, b):
     return a / b if a is not None and b else None
 
 
+def check_inputs(args):
+    """Fails before any measurement when a program is missing."""
+    script = os.path.join(args.baselines_dir, "torch_ddp_train.py")
+    if not os.path.exists(script):
+        raise RuntimeError("no baseline at %s (pass --baselines-dir)" % script)
+    for name in ("zshard-coordinator", "zshard-worker"):
+        if not os.access(os.path.join(args.bin_dir, name), os.X_OK):
+            raise RuntimeError("no %s in %s (build it, or pass --bin-dir)" %
+                               (name, args.bin_dir))
+
+
 def measure(args):
+    check_inputs(args)
     load_before = os.getloadavg()
     started = time.time()
     zt, zd = run_zshard(args, handoff=False, ranks=args.ranks)
