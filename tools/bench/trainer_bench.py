@@ -308,7 +308,11 @@ def summarize_zshard(timings, daemon_ms, warmup):
 
 # -- the compute-only bound -------------------------------------------------
 
-def bound_worker(rank, args, barrier, queue):
+def bound_worker(rank, args, in_place, barrier, queue):
+    """Forward and backward only. `in_place`: the gradients accumulate into
+    tensors that stay (zeroed each step), as in zshard's grad buffer;
+    otherwise they are set to None and backward allocates them afresh, as
+    torch_ddp_train.py does."""
     import torch
     set_threads(args.ranks)
     torch.manual_seed(0)
@@ -319,19 +323,23 @@ def bound_worker(rank, args, barrier, queue):
         barrier.wait()
         t0 = time.perf_counter()
         for p in model.parameters():
-            p.grad = None
+            if in_place and p.grad is not None:
+                p.grad.zero_()
+            else:
+                p.grad = None
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
         times.append(time.perf_counter() - t0)
     queue.put((rank, times))
 
 
-def run_bound(args):
+def run_bound(args, in_place):
     import multiprocessing as mp
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(args.ranks)
     queue = ctx.Queue()
-    procs = [ctx.Process(target=bound_worker, args=(r, args, barrier, queue))
+    procs = [ctx.Process(target=bound_worker,
+                         args=(r, args, in_place, barrier, queue))
              for r in range(args.ranks)]
     for p in procs:
         p.start()
@@ -384,7 +392,8 @@ def measure(args):
     zt, zd = run_zshard(args, handoff=False, ranks=args.ranks)
     z = summarize_zshard(zt, zd, args.warmup)
     ddp = run_ddp(args)
-    bound = run_bound(args)
+    bound = run_bound(args, in_place=False)
+    bound_in_place = run_bound(args, in_place=True)
     h1 = summarize_zshard(*run_zshard(args, handoff=True, ranks=1),
                           args.warmup)
     hw = summarize_zshard(*run_zshard(args, handoff=True, ranks=args.ranks),
@@ -407,6 +416,7 @@ def measure(args):
         "steps": args.steps, "warmup": args.warmup,
         "step_delay_ms": args.step_delay_ms,
         "zshard": z, "ddp": ddp, "bound": bound,
+        "bound_in_place": bound_in_place,
         "handoff": {
             "one_daemon_cycle_s": h1["step_s"],
             "world_cycle_s": hw["step_s"],
@@ -415,6 +425,11 @@ def measure(args):
         "zshard_over_ddp": ratio(z["step_s"], ddp["step_s"]),
         "zshard_over_bound": ratio(z["step_s"], bound["fwd_bwd_s"]),
         "ddp_over_bound": ratio(ddp["step_s"], bound["fwd_bwd_s"]),
+        "zshard_over_bound_in_place": ratio(z["step_s"],
+                                            bound_in_place["fwd_bwd_s"]),
+        # Against the trainers' own forward and backward, measured in the
+        # same steps (immune to load changes between the measurements).
+        "zshard_over_own_fwd_bwd": ratio(z["step_s"], z["fwd_bwd_s"]),
         "targets": TARGETS,
     }
 
@@ -436,6 +451,8 @@ def table(r):
         ("  forward + backward (+ all-reduce)", ms(d["fwd_bwd_s"])),
         ("  AdamW", ms(d["opt_s"])),
         ("bound: forward + backward only", ms(b["fwd_bwd_s"])),
+        ("  the same, grads accumulated in place",
+         ms(r["bound_in_place"]["fwd_bwd_s"])),
         ("hand-off, 72 params, one daemon", ms(h["one_daemon_cycle_s"])),
         ("hand-off, 72 params, %d daemons" % r["ranks"],
          ms(h["world_cycle_s"])),
@@ -456,6 +473,8 @@ def table(r):
                      pct(r["zshard_over_ddp"]), TARGETS["zshard_over_ddp"],
                      pct(r["zshard_over_bound"]),
                      TARGETS["zshard_over_bound"], pct(r["ddp_over_bound"])))
+    lines.append("zshard step / its own forward + backward %s" %
+                 pct(r["zshard_over_own_fwd_bwd"]))
     return "\n".join(lines)
 
 
