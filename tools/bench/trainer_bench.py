@@ -19,7 +19,10 @@ every model process, as the baseline does):
             step_s is the time between successive begin_step returns.
   ddp       ../shared/baselines/torch_ddp_train.py with the same flags.
   bound     forward and backward only (no communication, no optimizer),
-            `--ranks` processes at once, aligned at each step's start.
+            `--ranks` processes at once, aligned at each step's start;
+            once with the gradients set to None each step (as the
+            baseline does) and once accumulated in place (as zshard's
+            grad buffer is).
   handoff   the trainer-daemon exchange on its own: a model of one 8x8
             Linear layer (72 params), no forward or backward, first with
             one daemon (no peers: the round trip to the daemon and its
