@@ -380,7 +380,7 @@ def ratio(a, b):
 def check_inputs(args):
     """Fails before any measurement when a program is missing."""
     script = os.path.join(args.baselines_dir, "torch_ddp_train.py")
-    if not os.path.exists(script):
+    if not args.no_ddp and not os.path.exists(script):
         raise RuntimeError("no baseline at %s (pass --baselines-dir)" % script)
     for name in ("zshard-coordinator", "zshard-worker"):
         if not os.access(os.path.join(args.bin_dir, name), os.X_OK):
@@ -394,7 +394,8 @@ def measure(args):
     started = time.time()
     zt, zd = run_zshard(args, handoff=False, ranks=args.ranks)
     z = summarize_zshard(zt, zd, args.warmup)
-    ddp = run_ddp(args)
+    ddp = None if args.no_ddp else run_ddp(args)
+    ddp_step = ddp["step_s"] if ddp else None
     bound = run_bound(args, in_place=False)
     bound_in_place = run_bound(args, in_place=True)
     h1 = summarize_zshard(*run_zshard(args, handoff=True, ranks=1),
@@ -425,9 +426,9 @@ def measure(args):
             "world_cycle_s": hw["step_s"],
             "in_full_run_s": inside,
         },
-        "zshard_over_ddp": ratio(z["step_s"], ddp["step_s"]),
+        "zshard_over_ddp": ratio(z["step_s"], ddp_step),
         "zshard_over_bound": ratio(z["step_s"], bound["fwd_bwd_s"]),
-        "ddp_over_bound": ratio(ddp["step_s"], bound["fwd_bwd_s"]),
+        "ddp_over_bound": ratio(ddp_step, bound["fwd_bwd_s"]),
         "zshard_over_bound_in_place": ratio(z["step_s"],
                                             bound_in_place["fwd_bwd_s"]),
         # Against the trainers' own forward and backward, measured in the
@@ -442,7 +443,8 @@ def ms(v):
 
 
 def table(r):
-    z, d, b, h = r["zshard"], r["ddp"], r["bound"], r["handoff"]
+    z, b, h = r["zshard"], r["bound"], r["handoff"]
+    d = r["ddp"] or {"step_s": None, "fwd_bwd_s": None, "opt_s": None}
     rows = [
         ("zshard step (trainer, begin_step to begin_step)", ms(z["step_s"])),
         ("  forward + backward", ms(z["fwd_bwd_s"])),
@@ -505,6 +507,9 @@ def parse(argv):
                     "job spec's own default is 100)")
     ap.add_argument("--bin-dir", default=os.environ.get(
         "ZSHARD_BIN_DIR", os.path.join(REPO, "build", "bin")))
+    ap.add_argument("--no-ddp", action="store_true",
+                    help="skip the DDP baseline (where ../shared/baselines is "
+                    "not there); its figures and ratios are null")
     ap.add_argument("--baselines-dir", default=default_baselines_dir(),
                     help="where torch_ddp_train.py lives (default "
                     "<repo>/../shared/baselines, or ../../shared/baselines "
