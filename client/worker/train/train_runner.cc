@@ -346,10 +346,9 @@ void TrainRunner::Loop() {
         SetActivityLocked(TrainActivity::kIdle);
       }
       // A trainer job is paced by its trainers, not by a delay.
-      const int64_t delay_ms =
-          job_.workload.kind == job::WorkloadKind::kTrainer
-              ? 0
-              : job_.workload.step_delay_ms;
+      const int64_t delay_ms = job_.workload.kind == job::WorkloadKind::kTrainer
+                                   ? 0
+                                   : job_.workload.step_delay_ms;
       if (delay_ms > 0 && CanStepLocked() &&
           stepping_ == TrainStepping::kActive) {
         auto interrupted = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
