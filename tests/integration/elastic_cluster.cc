@@ -46,6 +46,7 @@ nlohmann::json ElasticJob::ToJson() const {
        {{"instances", instances}, {"min", min_world}, {"max", max_world}}},
       {"lease_timeout_ms", lease_timeout_ms},
       {"heartbeat_interval_ms", heartbeat_interval_ms},
+      {"transition_settle_ms", transition_settle_ms},
       {"workload",
        {{"kind", "synthetic"},
         {"steps", steps},

@@ -32,6 +32,9 @@ struct ElasticJob {
   int64_t step_delay_ms = 50;
   int64_t lease_timeout_ms = 1500;
   int64_t heartbeat_interval_ms = 100;
+  // 0: a proposal at each membership change, so that a change lands in a
+  // run of steps that may last well under the default settle window.
+  int64_t transition_settle_ms = 0;
   int64_t global_batch = 16;
   // "bf16" (masters apart from params) or "fp32" (params are masters).
   std::string dtype = "bf16";
