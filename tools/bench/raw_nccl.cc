@@ -10,27 +10,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "client/worker/comm/nccl_types.h"
 
 namespace zshard::bench {
 namespace {
 
 using comm::DataType;
-
-ncclDataType_t NcclType(DataType dtype) {
-  switch (dtype) {
-    case DataType::kBf16:
-      return ncclBfloat16;
-    case DataType::kFp16:
-      return ncclFloat16;
-    case DataType::kFp32:
-      return ncclFloat32;
-    case DataType::kInt64:
-      return ncclInt64;
-    case DataType::kUint8:
-      return ncclUint8;
-  }
-  return ncclUint8;
-}
 
 // A reusable barrier of `n` threads that any thread can break (then every
 // wait, present and future, returns false).

@@ -16,25 +16,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/worker/comm/nccl_convert.h"
+#include "client/worker/comm/nccl_types.h"
 
 namespace zshard::comm {
 namespace {
-
-ncclDataType_t NcclType(DataType dtype) {
-  switch (dtype) {
-    case DataType::kBf16:
-      return ncclBfloat16;
-    case DataType::kFp16:
-      return ncclFloat16;
-    case DataType::kFp32:
-      return ncclFloat32;
-    case DataType::kInt64:
-      return ncclInt64;
-    case DataType::kUint8:
-      return ncclUint8;
-  }
-  return ncclUint8;
-}
 
 ncclRedOp_t NcclOp(ReduceOp op) {
   return op == ReduceOp::kMax ? ncclMax : ncclSum;

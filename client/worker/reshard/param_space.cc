@@ -11,6 +11,11 @@ namespace {
 
 using engine::StateArray;
 
+// The state arrays a move carries, in the order of CopyOut / CopyIn's
+// pointers.
+constexpr StateArray kStateArrays[] = {StateArray::kMaster, StateArray::kExpAvg,
+                                       StateArray::kExpAvgSq};
+
 // Calls fn(slice, from, to) for the part [from, to) of every slice that
 // lies inside [begin, end).
 template <typename Fn>
@@ -87,23 +92,15 @@ absl::Status CopyOut(const engine::EngineBuffers& buffers,
                      absl::Span<const Slice> slices, int64_t begin, int64_t end,
                      float* master, float* exp_avg, float* exp_avg_sq) {
   absl::Status status;
-  ForEachPart(slices, begin, end,
-              [&](const Slice& s, int64_t from, int64_t to) {
-                if (!status.ok()) return;
-                const int64_t at = s.offset + (from - s.begin);
-                const int64_t n = to - from;
-                const int64_t out = from - begin;
-                status = buffers.ReadState(StateArray::kMaster, s.window, at, n,
-                                           master + out);
-                if (status.ok()) {
-                  status = buffers.ReadState(StateArray::kExpAvg, s.window, at,
-                                             n, exp_avg + out);
-                }
-                if (status.ok()) {
-                  status = buffers.ReadState(StateArray::kExpAvgSq, s.window,
-                                             at, n, exp_avg_sq + out);
-                }
-              });
+  float* const out[] = {master, exp_avg, exp_avg_sq};
+  ForEachPart(
+      slices, begin, end, [&](const Slice& s, int64_t from, int64_t to) {
+        for (int k = 0; k < 3 && status.ok(); ++k) {
+          status = buffers.ReadState(kStateArrays[k], s.window,
+                                     s.offset + (from - s.begin), to - from,
+                                     out[k] + (from - begin));
+        }
+      });
   return status;
 }
 
@@ -112,23 +109,15 @@ absl::Status CopyIn(engine::EngineBuffers& buffers,
                     const float* master, const float* exp_avg,
                     const float* exp_avg_sq) {
   absl::Status status;
-  ForEachPart(slices, begin, end,
-              [&](const Slice& s, int64_t from, int64_t to) {
-                if (!status.ok()) return;
-                const int64_t at = s.offset + (from - s.begin);
-                const int64_t n = to - from;
-                const int64_t in = from - begin;
-                status = buffers.WriteState(StateArray::kMaster, s.window, at,
-                                            n, master + in);
-                if (status.ok()) {
-                  status = buffers.WriteState(StateArray::kExpAvg, s.window, at,
-                                              n, exp_avg + in);
-                }
-                if (status.ok()) {
-                  status = buffers.WriteState(StateArray::kExpAvgSq, s.window,
-                                              at, n, exp_avg_sq + in);
-                }
-              });
+  const float* const in[] = {master, exp_avg, exp_avg_sq};
+  ForEachPart(
+      slices, begin, end, [&](const Slice& s, int64_t from, int64_t to) {
+        for (int k = 0; k < 3 && status.ok(); ++k) {
+          status = buffers.WriteState(kStateArrays[k], s.window,
+                                      s.offset + (from - s.begin), to - from,
+                                      in[k] + (from - begin));
+        }
+      });
   return status;
 }
 
