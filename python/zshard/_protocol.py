@@ -8,7 +8,7 @@ import socket
 import struct
 import time
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 MAX_FRAME_BYTES = 16 << 20
 MAX_FDS = 16
 

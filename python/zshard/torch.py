@@ -82,9 +82,12 @@ def model_spec(model, name=None, no_weight_decay=None, expert=None):
 # ---------------------------------------------------------------------------
 # The trainer attach API.
 
+import bisect
 import collections
+import contextlib
 import mmap
 import os
+import threading
 
 from zshard import _protocol
 from zshard._protocol import WorkerLost, ZshardError
@@ -129,14 +132,24 @@ class DistributedOptimizer:
             opt.step(loss)
 
     Each trainer backpropagates the SUM of its samples' losses; the daemon
-    divides the summed gradient by the global batch."""
+    divides the summed gradient by the global batch.
 
-    def __init__(self, model, socket=None, timeout=60.0, job=None):
+    With `overlap_grad_reduce` (the default) each bucket is handed to the
+    daemon as soon as backward has written the last of its gradients, and
+    its reduce-scatter runs during the rest of backward. Call backward once
+    per step then; to accumulate over several backward passes, run all but
+    the last inside `with opt.no_sync():` (as with torch DDP). A gradient
+    that changes after its bucket was handed over raises ZshardError, and
+    the step is skipped on every rank (its StepResult has applied False)."""
+
+    def __init__(self, model, socket=None, timeout=60.0, job=None,
+                 overlap_grad_reduce=True):
         """Attaches `model` to the daemon at `socket` (waiting up to
         `timeout` seconds for the socket to appear). `job`, when given, must
         be the daemon's job name. Raises ZshardError with the daemon's one
         line when it refuses (another trainer attached, another job, a model
-        that does not match the job's spec)."""
+        that does not match the job's spec). `overlap_grad_reduce` False
+        hands every gradient over in step() instead."""
         path = socket or os.environ.get("ZSHARD_TRAINER_SOCKET")
         if not path:
             raise ZshardError("no trainer socket: pass socket= or set "
@@ -147,6 +160,15 @@ class DistributedOptimizer:
         self._maps = []
         self._grads = []
         self._info = None
+        self._overlap = bool(overlap_grad_reduce)
+        self._sync = True
+        self._send_lock = threading.Lock()
+        self._hooks = []      # (grad accumulator, hook handle) per param
+        self._bucket_of = []  # param index -> (buffer, bucket)
+        self._params_in = {}  # (buffer, bucket) -> number of params
+        self._left = {}       # this step: params still to come per bucket
+        self._fired = None    # this step: params whose gradient came
+        self._discarded = False
         self._sock = _protocol.connect(path, timeout)
         _protocol.send(self._sock, {
             "type": "hello", "version": _protocol.PROTOCOL_VERSION,
@@ -177,10 +199,13 @@ class DistributedOptimizer:
             elif kind == "layout":
                 self._map_layout(body, fds)
             elif kind == "step":
+                self.zero_grad()
+                self._left = dict(self._params_in)
+                self._fired = bytearray(len(self._bucket_of))
+                self._discarded = False
                 self._info = StepInfo(body["step"], body["rank"],
                                       body["world"], body["global_batch"],
                                       body["lr"])
-                self.zero_grad()
                 return self._info
             elif kind == "done":
                 self._info = None
@@ -206,8 +231,8 @@ class DistributedOptimizer:
         if loss is not None:
             loss = float(loss.detach() if isinstance(loss, torch.Tensor)
                          else loss)
-        _protocol.send(self._sock, {"type": "backward_done",
-                                    "step": self._info.step, "loss": loss})
+        self._send({"type": "backward_done", "step": self._info.step,
+                    "loss": loss})
         body, fds = _protocol.recv(self._sock)
         self._close_fds(fds)
         if body.get("type") == "error":
@@ -224,6 +249,16 @@ class DistributedOptimizer:
         for g in self._grads:
             g.zero_()
 
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Backward passes inside only accumulate gradients: no bucket is
+        handed over (for all but the last micro-batch of a step)."""
+        sync, self._sync = self._sync, False
+        try:
+            yield
+        finally:
+            self._sync = sync
+
     # -- attach and detach -------------------------------------------------
 
     def close(self):
@@ -235,6 +270,10 @@ class DistributedOptimizer:
             for p in self._params.values():
                 p.data = p.data.clone()
                 p.grad = None
+        for _, handle in self._hooks:
+            handle.remove()
+        self._hooks = []
+        self._info = None
         self._grads = []
         try:
             _protocol.send(self._sock, {"type": "detach"})
@@ -256,6 +295,46 @@ class DistributedOptimizer:
     def _check_open(self):
         if self._sock is None:
             raise ZshardError("the optimizer is closed")
+
+    def _send(self, body):
+        with self._send_lock:
+            _protocol.send(self._sock, body)
+
+    def _grad_ready(self, index):
+        """AccumulateGrad's hook of param `index`: hands its bucket over
+        once every param of the bucket has its gradient."""
+        if (not self._overlap or not self._sync or self._info is None or
+                self._sock is None or self._discarded):
+            return
+        step = self._info.step
+        if self._fired[index]:
+            name = self._spec["params"][index]["name"]
+            self._discarded = True
+            reason = ("param '%s' got a second gradient in step %d after its "
+                      "bucket was handed over: call backward once per step, "
+                      "or run all but the last backward inside "
+                      "opt.no_sync()" % (name, step))
+            self._send({"type": "discard", "step": step, "reason": reason})
+            raise ZshardError(reason + "; this step is skipped")
+        self._fired[index] = 1
+        key = self._bucket_of[index]
+        self._left[key] -= 1
+        if self._left[key] == 0:
+            self._send({"type": "bucket_ready", "step": step,
+                        "buffer": key[0], "bucket": key[1]})
+
+    def _hook_params(self):
+        """Hooks every param's AccumulateGrad node once (the nodes are kept
+        alive here, so the hooks stay)."""
+        if self._hooks:
+            return
+        for index, entry in enumerate(self._spec["params"]):
+            p = self._params[entry["name"]]
+            with torch.enable_grad():
+                acc = p.expand_as(p).grad_fn.next_functions[0][0]
+            handle = acc.register_hook(
+                lambda *_, i=index: self._grad_ready(i))
+            self._hooks.append((acc, handle))
 
     @staticmethod
     def _close_fds(fds):
@@ -289,6 +368,9 @@ class DistributedOptimizer:
             raise ZshardError("layout carries %d fds for %d buffers" %
                               (len(fds), len(buffers)))
         maps, grads, views = [], [], []
+        index_of = {e["name"]: i for i, e in enumerate(self._spec["params"])}
+        bucket_of = [None] * len(index_of)
+        params_in = {}
         for i, b in enumerate(buffers):
             pdt, gdt = _BY_NAME[b["param_dtype"]], _BY_NAME[b["grad_dtype"]]
             if pdt != gdt:
@@ -305,9 +387,16 @@ class DistributedOptimizer:
             pbuf = torch.frombuffer(pmap, dtype=pdt, count=numel)
             gbuf = torch.frombuffer(gmap, dtype=gdt, count=numel)
             grads.append(gbuf)
+            ends = [int(end) for _, end in b.get("buckets", [])]
             for entry in b["params"]:
                 p = self._params[entry["name"]]
                 start, n = int(entry["start"]), p.numel()
+                k = bisect.bisect_right(ends, start)
+                if k == len(ends):
+                    raise ZshardError("param '%s' lies in no bucket of the "
+                                      "layout" % entry["name"])
+                bucket_of[index_of[entry["name"]]] = (i, k)
+                params_in[(i, k)] = params_in.get((i, k), 0) + 1
                 views.append((p, pbuf[start:start + n].view(p.shape),
                               gbuf[start:start + n].view(p.shape)))
         with torch.no_grad():
@@ -316,3 +405,5 @@ class DistributedOptimizer:
                 p.grad = grad
         # The old mappings go once nothing refers to them.
         self._maps, self._grads = maps, grads
+        self._bucket_of, self._params_in = bucket_of, params_in
+        self._hook_params()

@@ -71,14 +71,16 @@ class Cluster:
              "--labels", "node=%s" % name, *extra],
             stdout=subprocess.DEVNULL, stderr=self._open(name + ".log"))
 
-    def start_trainer(self, worker, out, tag=""):
+    def start_trainer(self, worker, out, tag="", extra=()):
+        """tests/python/trainer_main.py on `worker`'s socket, with the
+        `extra` flags; returns its name."""
         name = "trainer-%s%s" % (worker, tag)
         env = dict(os.environ, PYTHONPATH=PYTHONPATH,
                    PYTHONDONTWRITEBYTECODE="1")
         self.procs[name] = subprocess.Popen(
             [sys.executable, os.path.join(HERE, "trainer_main.py"),
              self.socket(worker), out, "--log",
-             os.path.join(self.dir, name + ".steps")],
+             os.path.join(self.dir, name + ".steps")] + list(extra),
             env=env, stdout=subprocess.DEVNULL,
             stderr=self._open(name + ".log"))
         return name

@@ -51,9 +51,11 @@ def lr_at(step):
     return m + (lr - m) * 0.5 * (1 + math.cos(math.pi * r))
 
 
-def reference(steps=STEPS):
+def reference(steps=STEPS, skip=()):
     """Single process, whole global batch, torch.optim.AdamW: the final
-    state dict and each step's gradient norm before clipping."""
+    state dict and each step's gradient norm before clipping. Steps in
+    `skip` are skipped (no update; AdamW's own step count stays, as
+    zshard's Adam step does)."""
     model = models.tied_lm()
     spec = {p["name"]: p for p in model_spec(model)["params"]}
     decay = [p for n, p in model.named_parameters()
@@ -75,7 +77,8 @@ def reference(steps=STEPS):
         loss.backward()
         norms.append(float(torch.nn.utils.clip_grad_norm_(
             model.parameters(), OPTIMIZER["clip_grad_norm"])))
-        opt.step()
+        if step not in skip:
+            opt.step()
     return model.state_dict(), norms
 
 
@@ -89,18 +92,20 @@ class TrainerTest(unittest.TestCase):
         self.cluster = cluster.Cluster(job(trainer_timeout_ms=timeout))
         self.addCleanup(self.cluster.stop)
 
-    def assert_matches_reference(self, outs, steps_log):
+    def assert_matches_reference(self, outs, steps_log, skip=()):
         got = [torch.load(o) for o in outs]
         # Every rank ends with the same all-gathered params, bit for bit.
         for other in got[1:]:
             for name, value in got[0].items():
                 self.assertTrue(torch.equal(value, other[name]), name)
-        want, norms = reference()
+        want, norms = reference(skip=skip)
         # The gradient itself: each step's global norm (the world's summed
         # gradient / B, before clipping) equals the single-process one to
         # fp32 rounding of sums of 16 samples (relative 1e-5); clipping ran
         # (norm > 1).
         for s in steps_log:
+            if s["step"] in skip:
+                continue
             want_norm = norms[s["step"] - 1]
             self.assertLess(abs(s["grad_norm"] - want_norm), 1e-5 * want_norm,
                             s)
@@ -219,18 +224,52 @@ class TrainerTest(unittest.TestCase):
             [outs[i] for i in alive], self.completed_steps(trainers[alive[0]]))
 
     def test_a_trainer_killed_and_restarted_resumes(self):
-        trainers, outs = self.start(4)
-        victim = self.wait_for_step(trainers, 5)
-        index = trainers.index(victim)
-        self.cluster.procs[victim].send_signal(signal.SIGKILL)
-        self.cluster.wait(victim, 30)
-        # Its daemon waits for a trainer (up to trainer_timeout_ms).
-        outs[index] = os.path.join(self.cluster.dir, "restarted.pt")
-        trainers[index] = self.cluster.start_trainer("w%d" % index,
-                                                     outs[index], tag="b")
+        # w0's trainer kills itself with SIGKILL at step 6 in the last
+        # gradient hook of its backward pass, after its other buckets were
+        # handed over (and maybe reduce-scattered): its daemon keeps what
+        # was reduced, and the trainer started next redoes the step.
+        c = self.cluster
+        trainers, outs = [], []
+        for i in range(4):
+            c.start_worker("w%d" % i)
+            outs.append(os.path.join(c.dir, "w%d.pt" % i))
+            extra = ["--die-in-backward", "6"] if i == 0 else []
+            trainers.append(c.start_trainer("w%d" % i, outs[-1],
+                                            extra=extra))
+        self.assertEqual(c.wait(trainers[0], 240), -signal.SIGKILL)
+        self.assertEqual(max(s["step"] for s in c.steps(trainers[0])), 5)
+        outs[0] = os.path.join(c.dir, "restarted.pt")
+        trainers[0] = c.start_trainer("w0", outs[0], tag="b")
         self.finish(trainers, ["w%d" % i for i in range(4)])
-        self.assert_matches_reference(outs,
-                                      self.completed_steps(trainers[0]))
+        self.assertIn("trainer lost mid-step", c.read_log("w0"))
+        self.assert_matches_reference(outs, self.completed_steps(trainers[1]))
+
+    def test_accumulation_in_no_sync_and_a_second_backward_refused(self):
+        # Every trainer runs two backward passes per step, the first inside
+        # no_sync(); at step 4 w2's trainer runs both outside it: the second
+        # is refused and step 4 is skipped on every rank.
+        c = self.cluster
+        trainers, outs = [], []
+        for i in range(4):
+            c.start_worker("w%d" % i)
+            outs.append(os.path.join(c.dir, "w%d.pt" % i))
+            extra = ["--micro-batches", "2"]
+            if i == 2:
+                extra += ["--double-backward-at", "4"]
+            trainers.append(c.start_trainer("w%d" % i, outs[-1],
+                                            extra=extra))
+        self.finish(trainers, ["w%d" % i for i in range(4)])
+        for t in trainers:
+            steps = self.completed_steps(t)
+            self.assertEqual([s["step"] for s in steps], list(range(1, 21)))
+            self.assertEqual([s["step"] for s in steps if not s["applied"]],
+                             [4], t)
+        refused = [s for s in c.steps(trainers[2]) if s["refused"]]
+        self.assertEqual([s["step"] for s in refused], [4])
+        self.assertIn("got a second gradient in step 4", refused[0]["refused"])
+        self.assertIn("opt.no_sync()", refused[0]["refused"])
+        self.assert_matches_reference(outs, self.completed_steps(trainers[0]),
+                                      skip=(4,))
 
 
 if __name__ == "__main__":

@@ -1,12 +1,20 @@
 """A user's training loop through zshard, as the tests and the demo run it:
-python3 trainer_main.py SOCKET OUT.pt [--steps-log FILE]
+python3 trainer_main.py SOCKET OUT.pt [--log FILE] [--micro-batches N]
+    [--double-backward-at STEP] [--die-in-backward STEP]
 
 Trains models.tied_lm() on models.token_batch() with the global batch the
 daemon gives, then writes the final params (torch.save of the state dict)
-to OUT.pt when the job is done."""
+to OUT.pt when the job is done. --micro-batches splits each step's samples
+into N backward passes (all but the last inside opt.no_sync());
+--double-backward-at runs them all outside no_sync at that step (refused:
+the step is skipped); --die-in-backward kills this process with SIGKILL at
+that step, in the last gradient hook of its backward pass (after the other
+buckets were handed over)."""
 
 import argparse
 import json
+import os
+import signal
 import sys
 
 import torch
@@ -21,9 +29,22 @@ def main():
     parser.add_argument("socket")
     parser.add_argument("out")
     parser.add_argument("--log", default=None)
+    parser.add_argument("--micro-batches", type=int, default=1)
+    parser.add_argument("--double-backward-at", type=int, default=0)
+    parser.add_argument("--die-in-backward", type=int, default=0)
     args = parser.parse_args()
     model = models.tied_lm()
     log = open(args.log, "a") if args.log else None
+    # The embedding's gradient is the last of a backward pass.
+    embed = model.embed.weight
+    dying = embed.expand_as(embed).grad_fn.next_functions[0][0]
+    die_now = [False]
+
+    def die(*_):
+        if die_now[0]:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    dying.register_hook(die)
     try:
         with DistributedOptimizer(model, socket=args.socket) as opt:
             while True:
@@ -31,9 +52,26 @@ def main():
                 if info is None:
                     break
                 x, y = models.token_batch(info.global_batch)
-                loss = models.summed_loss(model, x, y, opt.samples(info))
-                if loss.requires_grad:
-                    loss.backward()
+                die_now[0] = info.step == args.die_in_backward
+                samples = opt.samples(info)
+                n = max(1, args.micro_batches)
+                chunks = [samples[i::n] for i in range(n)]
+                loss, refused = 0.0, None
+                for i, chunk in enumerate(chunks):
+                    part = models.summed_loss(model, x, y, chunk)
+                    loss += float(part)
+                    if not part.requires_grad:
+                        continue
+                    last = i == len(chunks) - 1
+                    try:
+                        if last or info.step == args.double_backward_at:
+                            part.backward()
+                        else:
+                            with opt.no_sync():
+                                part.backward()
+                    except zshard.ZshardError as e:
+                        refused = str(e)
+                        break
                 result = opt.step(loss)
                 if log:
                     log.write(json.dumps({
@@ -42,7 +80,7 @@ def main():
                         "applied": result.applied,
                         "failed": result.failed,
                         "grad_norm": result.grad_norm,
-                        "loss": result.loss}) + "\n")
+                        "loss": result.loss, "refused": refused}) + "\n")
                     log.flush()
     except zshard.WorkerLost as e:
         print("trainer: %s" % e, file=sys.stderr)

@@ -116,6 +116,9 @@ absl::Status EngineBuffers::Allocate(bool shared) {
         view.param_starts.emplace_back(model_.params[slot.param_index].name,
                                        slot.start);
       }
+      for (const plan::Bucket& bucket : pb.buckets) {
+        view.buckets.emplace_back(bucket.start, bucket.end);
+      }
       shared_layout_.buffers.push_back(std::move(view));
     }
     buffers_.push_back(std::move(state));

@@ -24,6 +24,8 @@ struct SharedBuffers {
     int64_t numel = 0;
     // (param name, first element in the buffer), in layout order.
     std::vector<std::pair<std::string, int64_t>> param_starts;
+    // [start, end) of each bucket, in bucket order.
+    std::vector<std::pair<int64_t, int64_t>> buckets;
     int param_fd = -1;  // the segments' fds, owned by the buffers
     int grad_fd = -1;
   };

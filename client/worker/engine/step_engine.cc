@@ -6,11 +6,14 @@
 #include <chrono>
 #include <cmath>
 #include <future>
+#include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/worker/engine/elements.h"
+#include "client/worker/engine/gradient_stream.h"
 #include "common/status.h"
 
 namespace zshard::engine {
@@ -59,21 +62,32 @@ void StepEngine::CountTraffic(StepTelemetry& t) const {
   t.elements_sent = t.elements_received = elements;
 }
 
-absl::Status StepEngine::ReduceGradients(StepTelemetry& t) {
-  auto t0 = Clock::now();
-  for (const WindowState& w : buffers_->windows()) {
+absl::Status StepEngine::ReduceGradients(StepTelemetry& t,
+                                         GradientStream* stream) {
+  const std::vector<WindowState>& windows = buffers_->windows();
+  double seconds = 0;
+  for (size_t wi = 0; wi < windows.size(); ++wi) {
+    const WindowState& w = windows[wi];
+    const int window = static_cast<int>(wi);
+    if (stream != nullptr) ZSHARD_RETURN_IF_ERROR(stream->WaitReady(window));
+    const auto r0 = Clock::now();
+    absl::Status status;
     comm::Communicator* group = groups_.shard_group(w.buffer);
-    if (group == nullptr) continue;
-    BufferState& b = buffers_->buffers()[w.buffer];
-    const int64_t gb = plan::DTypeBytes(b.key.grad_dtype);
-    const plan::Bucket& bucket =
-        config_.plan.buffers[w.buffer].buckets[w.bucket];
-    ZSHARD_RETURN_IF_ERROR(group->ReduceScatter(
-        b.grads.at(bucket.start * gb), b.grads.at(w.start * gb), w.size(),
-        CommType(b.key.grad_dtype), comm::ReduceOp::kSum));
+    if (group != nullptr) {
+      BufferState& b = buffers_->buffers()[w.buffer];
+      const int64_t gb = plan::DTypeBytes(b.key.grad_dtype);
+      const plan::Bucket& bucket =
+          config_.plan.buffers[w.buffer].buckets[w.bucket];
+      status = group->ReduceScatter(
+          b.grads.at(bucket.start * gb), b.grads.at(w.start * gb), w.size(),
+          CommType(b.key.grad_dtype), comm::ReduceOp::kSum);
+    }
+    seconds += Since(r0);
+    if (stream != nullptr) stream->Done(window, status.ok());
+    ZSHARD_RETURN_IF_ERROR(status);
   }
-  t.times.reduce_scatter = Since(t0);
-  t0 = Clock::now();
+  t.times.reduce_scatter = seconds;
+  const auto t0 = Clock::now();
   comm::Communicator* inter = groups_.inter();
   for (const WindowState& w : buffers_->windows()) {
     if (inter == nullptr) break;
@@ -87,8 +101,33 @@ absl::Status StepEngine::ReduceGradients(StepTelemetry& t) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<double> StepEngine::StreamGradients(Workload& workload,
+                                                   Reduction& reduction) {
+  GradientStream stream(buffers_.get());
+  StepTelemetry t;
+  std::thread reducer(
+      [&]() { reduction.status = ReduceGradients(t, &stream); });
+  absl::StatusOr<double> loss =
+      workload.StreamGradients(step_ + 1, *buffers_, stream);
+  if (loss.ok()) {
+    absl::Status finished = stream.Finish();
+    if (!finished.ok()) loss = finished;
+  }
+  if (!loss.ok()) {
+    // Wakes the reducer, and ends a reduce-scatter in flight.
+    stream.Cancel();
+    Abort();
+  }
+  reducer.join();
+  reduction.reduce_scatter = t.times.reduce_scatter;
+  reduction.inter_allreduce = t.times.inter_allreduce;
+  reduction.discard = stream.discarded();
+  return loss;
+}
+
 absl::StatusOr<StepEngine::CommitArray> StepEngine::Commit(double local_loss,
                                                            bool stop_requested,
+                                                           bool discard,
                                                            StepTelemetry& t) {
   const auto t0 = Clock::now();
   // Per segment, in window order, added up here in that order: every
@@ -107,6 +146,8 @@ absl::StatusOr<StepEngine::CommitArray> StepEngine::Commit(double local_loss,
       nonfinite += static_cast<double>(s.nonfinite);
     }
   }
+  // A discarded step counts as non-finite, so every rank skips it.
+  if (discard) nonfinite += 1;
   // Every instance holds the same reduced gradients: divide by I so the
   // world sum counts each element once (a dense element is owned by one
   // rank per instance, an expert element of each expert-parallel rank by
@@ -219,7 +260,12 @@ absl::Status StepEngine::UpdateAndGather(StepTelemetry& t, bool gather) {
 StepResult StepEngine::Step(Workload& workload, bool stop_requested) {
   commit_pending_ = false;  // the gradients are about to be overwritten
   const auto g0 = Clock::now();
-  absl::StatusOr<double> loss = workload.Gradients(step_ + 1, *buffers_);
+  // With a streaming workload the reduce-scatters run during Gradients.
+  std::optional<Reduction> reduction;
+  if (workload.streams_gradients()) reduction.emplace();
+  absl::StatusOr<double> loss = reduction.has_value()
+                                    ? StreamGradients(workload, *reduction)
+                                    : workload.Gradients(step_ + 1, *buffers_);
   const double gradient_seconds = Since(g0);
   StepResult result;
   if (!loss.ok()) {
@@ -231,7 +277,8 @@ StepResult StepEngine::Step(Workload& workload, bool stop_requested) {
     result.telemetry.skipped_steps = skipped_steps_;
   } else {
     result = StepOnBuffers(workload.global_batch(), *loss, workload.has_loss(),
-                           stop_requested);
+                           stop_requested,
+                           reduction.has_value() ? &*reduction : nullptr);
     const StepTelemetry& t = result.telemetry;
     StepReport report;
     report.step = t.step;
@@ -247,7 +294,8 @@ StepResult StepEngine::Step(Workload& workload, bool stop_requested) {
 }
 
 StepResult StepEngine::StepOnBuffers(int64_t global_batch, double local_loss,
-                                     bool has_loss, bool stop_requested) {
+                                     bool has_loss, bool stop_requested,
+                                     const Reduction* reduced) {
   commit_pending_ = false;
   StepResult result;
   StepTelemetry& t = result.telemetry;
@@ -266,12 +314,21 @@ StepResult StepEngine::StepOnBuffers(int64_t global_batch, double local_loss,
   };
 
   const auto s0 = Clock::now();
-  absl::Status status = ReduceGradients(t);
+  absl::Status status;
+  if (reduced == nullptr) {
+    status = ReduceGradients(t, nullptr);
+  } else {
+    status = reduced->status;
+    t.times.reduce_scatter = reduced->reduce_scatter;
+    t.times.inter_allreduce = reduced->inter_allreduce;
+  }
   if (!status.ok()) {
     t.times.step = Since(s0);
     return fail(std::move(status), StepOutcome::kFailedBeforeCommit);
   }
-  absl::StatusOr<CommitArray> committed = Commit(local_loss, stop_requested, t);
+  const bool discard = reduced != nullptr && reduced->discard;
+  absl::StatusOr<CommitArray> committed =
+      Commit(local_loss, stop_requested, discard, t);
   if (!committed.ok()) {
     // The reduced gradients stay in the grad buffers: the step can still
     // be finished if some rank passed this commit point.

@@ -184,12 +184,30 @@ class StepEngine {
   // Step's ZeRO-1 part, on the gradients the workload wrote into
   // buffers(): `local_loss` is this rank's summed loss (when has_loss) and
   // the summed gradients are divided by `global_batch` (>= 1).
+  // The reductions a streaming workload's step already ran
+  // (StreamGradients), and whether the step's gradients are discarded.
+  struct Reduction {
+    absl::Status status;
+    double reduce_scatter = 0;
+    double inter_allreduce = 0;
+    bool discard = false;
+  };
+  // `reduced`: null to reduce the gradients here.
   StepResult StepOnBuffers(int64_t global_batch, double local_loss,
-                           bool has_loss, bool stop_requested);
-  absl::Status ReduceGradients(StepTelemetry& t);
-  // Local norm and count, then the world all-reduce of the commit values.
+                           bool has_loss, bool stop_requested,
+                           const Reduction* reduced);
+  // Reduce-scatters every window in its shard group, then all-reduces the
+  // owned slices across instances. With a `stream`, each window waits for
+  // its bucket to be ready first.
+  absl::Status ReduceGradients(StepTelemetry& t, GradientStream* stream);
+  // The workload's gradients with the reductions running on another thread
+  // as its buckets become ready (gradient_stream.h).
+  absl::StatusOr<double> StreamGradients(Workload& workload,
+                                         Reduction& reduction);
+  // Local norm and count, then the world all-reduce of the commit values;
+  // `discard` counts a non-finite gradient, so every rank skips the step.
   absl::StatusOr<CommitArray> Commit(double local_loss, bool stop_requested,
-                                     StepTelemetry& t);
+                                     bool discard, StepTelemetry& t);
   // Past the commit point: counts the step, then skips it or runs Adam
   // (with the all-gathers when `gather`). Returns Adam's or the first
   // all-gather's error; telemetry says which.

@@ -13,6 +13,8 @@
 
 namespace zshard::engine {
 
+class GradientStream;  // gradient_stream.h
+
 // What a workload learns of a step it produced the gradients of.
 struct StepReport {
   int64_t step = 0;
@@ -39,6 +41,20 @@ class Workload {
   // workload has a model. Returns this rank's summed loss over its samples
   // (0 when the workload has no loss).
   virtual absl::StatusOr<double> Gradients(int64_t step, ModelState& state) = 0;
+
+  // True when the workload hands its gradients over bucket by bucket
+  // (StreamGradients), so that the engine reduces them while the rest are
+  // produced. Default false.
+  virtual bool streams_gradients() const { return false; }
+
+  // Gradients, marking each bucket in `stream` as it becomes final (the
+  // engine marks every bucket once this returns OK). Called instead of
+  // Gradients when streams_gradients(). Default: Gradients.
+  virtual absl::StatusOr<double> StreamGradients(int64_t step,
+                                                 ModelState& state,
+                                                 GradientStream& /*stream*/) {
+    return Gradients(step, state);
+  }
 
   // Called at the end of every Step whose Gradients succeeded, whether the
   // rest of the step did or not (report.ok). Default: nothing.

@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -269,7 +270,8 @@ absl::Status TrainerHub::WaitForTrainer(int64_t timeout_ms) {
 }
 
 absl::StatusOr<BackwardDone> TrainerHub::RunBackward(
-    const TrainerLayout& layout, const TrainerStep& step, int64_t timeout_ms) {
+    const TrainerLayout& layout, const TrainerStep& step, int64_t timeout_ms,
+    engine::GradientStream* stream) {
   absl::MutexLock io(&io_mu_);
   const int fd = Conn();
   bool send_layout = false;
@@ -287,16 +289,21 @@ absl::StatusOr<BackwardDone> TrainerHub::RunBackward(
     }
     nlohmann::json buffers = nlohmann::json::array();
     std::vector<int> fds;
-    for (const TrainerBuffer& b : layout.buffers) {
+    for (const engine::SharedBuffers::Buffer& b : layout.buffers) {
       nlohmann::json params = nlohmann::json::array();
       for (const auto& [name, start] : b.param_starts) {
         params.push_back({{"name", name}, {"start", start}});
       }
-      buffers.push_back({{"param_dtype", plan::DTypeName(b.param_dtype)},
-                         {"grad_dtype", plan::DTypeName(b.grad_dtype)},
-                         {"expert", b.expert},
+      nlohmann::json buckets = nlohmann::json::array();
+      for (const auto& [start, end] : b.buckets) {
+        buckets.push_back({start, end});
+      }
+      buffers.push_back({{"param_dtype", plan::DTypeName(b.key.param_dtype)},
+                         {"grad_dtype", plan::DTypeName(b.key.grad_dtype)},
+                         {"expert", b.key.expert},
                          {"numel", b.numel},
-                         {"params", std::move(params)}});
+                         {"params", std::move(params)},
+                         {"buckets", std::move(buckets)}});
       fds.push_back(b.param_fd);
       fds.push_back(b.grad_fd);
     }
@@ -319,28 +326,53 @@ absl::StatusOr<BackwardDone> TrainerHub::RunBackward(
                                          {"generation", layout.generation}},
                                         {}, options_.io_timeout_ms);
   if (!sent.ok()) return fail(sent);
-  absl::StatusOr<Message> reply = ReceiveMessage(fd, timeout_ms);
-  if (!reply.ok()) {
-    if (reply.status().code() == absl::StatusCode::kDeadlineExceeded) {
-      return fail(absl::DeadlineExceededError(
-          absl::StrCat("no backward_done for step ", step.step, " within ",
-                       timeout_ms, " ms")));
-    }
-    return fail(reply.status());
-  }
-  if (reply->type() != "backward_done" ||
-      reply->body.value("step", int64_t{-1}) != step.step) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrCat("want backward_done of step ", step.step, ", got ",
-                     reply->body.dump().substr(0, 200))));
-  }
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms);
   BackwardDone done;
-  auto loss = reply->body.find("loss");
-  if (loss != reply->body.end() && loss->is_number()) {
-    done.has_loss = true;
-    done.loss = loss->get<double>();
+  while (true) {
+    const int64_t left =
+        std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - absl::Now()));
+    absl::StatusOr<Message> reply = ReceiveMessage(fd, left);
+    if (!reply.ok()) {
+      if (reply.status().code() == absl::StatusCode::kDeadlineExceeded) {
+        return fail(absl::DeadlineExceededError(
+            absl::StrCat("no backward_done for step ", step.step, " within ",
+                         timeout_ms, " ms")));
+      }
+      return fail(reply.status());
+    }
+    const std::string type = reply->type();
+    if (reply->body.value("step", int64_t{-1}) != step.step ||
+        (type != "backward_done" && type != "bucket_ready" &&
+         type != "discard")) {
+      return fail(absl::InvalidArgumentError(
+          absl::StrCat("want backward_done of step ", step.step, ", got ",
+                       reply->body.dump().substr(0, 200))));
+    }
+    if (type == "bucket_ready") {
+      if (stream == nullptr) continue;
+      const absl::Status marked = stream->MarkReady(
+          reply->body.value("buffer", -1), reply->body.value("bucket", -1));
+      if (!marked.ok()) {
+        return fail(absl::InvalidArgumentError(
+            absl::StrCat("bucket_ready: ", marked.message())));
+      }
+      continue;
+    }
+    if (type == "discard") {
+      const std::string why = reply->body.value("reason", std::string());
+      ZSHARD_LOG_WARN("the trainer discards its step: it is skipped",
+                      {{"step", absl::StrCat(step.step)}, {"reason", why}});
+      done.discarded = true;
+      if (stream != nullptr) stream->Discard();
+      continue;
+    }
+    auto loss = reply->body.find("loss");
+    if (loss != reply->body.end() && loss->is_number()) {
+      done.has_loss = true;
+      done.loss = loss->get<double>();
+    }
+    return done;
   }
-  return done;
 }
 
 int TrainerHub::Conn() const {

@@ -19,6 +19,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "client/worker/device/fd_passing.h"
+#include "client/worker/engine/gradient_stream.h"
+#include "client/worker/engine/model_state.h"
 #include "common/plan/model_spec.h"
 #include "common/plan/plan.h"
 
@@ -36,24 +38,10 @@ struct TrainerHubOptions {
   int64_t io_timeout_ms = 10000;
 };
 
-// One plan buffer as the trainer maps it: its dtypes, size, where each
-// param starts (elements) and the fds of its param and grad segments.
-struct TrainerBuffer {
-  plan::DType param_dtype = plan::DType::kBf16;
-  plan::DType grad_dtype = plan::DType::kBf16;
-  bool expert = false;
-  int64_t numel = 0;
-  std::vector<std::pair<std::string, int64_t>> param_starts;
-  int param_fd = -1;  // not owned
-  int grad_fd = -1;   // not owned
-};
-
-// The buffers of one epoch; a new generation is sent to the trainer before
-// its next step.
-struct TrainerLayout {
-  int64_t generation = 0;
-  std::vector<TrainerBuffer> buffers;
-};
+// The buffers of one epoch as the trainer maps them (dtypes, sizes, where
+// each param starts, the buckets, the segments' fds); a new generation is
+// sent to the trainer before its next step.
+using TrainerLayout = engine::SharedBuffers;
 
 struct TrainerStep {
   int64_t step = 0;  // 1-based
@@ -66,6 +54,8 @@ struct TrainerStep {
 struct BackwardDone {
   bool has_loss = false;
   double loss = 0;  // this rank's summed loss
+  // The trainer discarded the step (see RunBackward).
+  bool discarded = false;
 };
 
 struct TrainerStepResult {
@@ -95,12 +85,16 @@ class TrainerHub {
 
   // Sends `layout` (when this trainer has not seen its generation) and
   // `step`, then waits for the trainer's backward_done, at most
-  // `timeout_ms`. Unavailable when the trainer left or broke the protocol
-  // (it is dropped; WaitForTrainer waits for the next one, which gets the
-  // layout again); FailedPrecondition when none is attached.
-  absl::StatusOr<BackwardDone> RunBackward(const TrainerLayout& layout,
-                                           const TrainerStep& step,
-                                           int64_t timeout_ms);
+  // `timeout_ms` in all. The buckets the trainer signals complete on the
+  // way (bucket_ready) are marked in `stream`, and a discard (the trainer
+  // saw its gradients go wrong after handing some over) discards the
+  // stream's step; without a stream both are ignored. Unavailable when the
+  // trainer left or broke the protocol (it is dropped; WaitForTrainer
+  // waits for the next one, which gets the layout again);
+  // FailedPrecondition when none is attached.
+  absl::StatusOr<BackwardDone> RunBackward(
+      const TrainerLayout& layout, const TrainerStep& step, int64_t timeout_ms,
+      engine::GradientStream* stream = nullptr);
 
   // The attached trainer's initial params: every param's values as fp32,
   // flattened in registration order (`numel` in all), through a shared

@@ -13,13 +13,22 @@
 //   trainer -> daemon  init_done      {} (it wrote every param's values, fp32,
 //                                      flattened in registration order)
 //   daemon -> trainer  layout         {"generation", "buffers":
-//   [{"param_dtype",
-//                                      "grad_dtype", "expert", "numel",
-//                                      "params": [{"name", "start"}]}]}
+//                                      [{"param_dtype", "grad_dtype",
+//                                        "expert", "numel",
+//                                        "params": [{"name", "start"}],
+//                                        "buckets": [[start, end], ...]}]}
 //                                     + 2 fds per buffer: params, grads
 //   daemon -> trainer  step           {"step", "rank", "world",
 //                                      "global_batch", "lr", "generation"}
-//   trainer -> daemon  backward_done  {"step", "loss" (a number or null)}
+//   trainer -> daemon  bucket_ready   {"step", "buffer", "bucket"}: every
+//                                      param of the bucket has its final
+//                                      gradient (sent during backward; the
+//                                      daemon reduce-scatters it then)
+//   trainer -> daemon  discard        {"step", "reason"}: a gradient changed
+//                                      after its bucket was handed over;
+//                                      the step is skipped on every rank
+//   trainer -> daemon  backward_done  {"step", "loss" (a number or null)}:
+//                                      every bucket not signalled is final
 //   daemon -> trainer  result         {"step", "failed", "applied",
 //                                      "grad_norm", "loss" (or null)}
 //   daemon -> trainer  done           {} (the job's steps are done)
@@ -45,7 +54,7 @@
 namespace zshard::trainer {
 
 // Bumped on any incompatible change; hello and welcome carry it.
-inline constexpr int kProtocolVersion = 1;
+inline constexpr int kProtocolVersion = 2;
 
 // The largest frame either side accepts.
 inline constexpr uint32_t kMaxFrameBytes = 16 << 20;

@@ -14,23 +14,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-TrainerLayout LayoutOf(const engine::SharedBuffers& shared) {
-  TrainerLayout layout;
-  layout.generation = shared.generation;
-  for (const engine::SharedBuffers::Buffer& b : shared.buffers) {
-    TrainerBuffer t;
-    t.param_dtype = b.key.param_dtype;
-    t.grad_dtype = b.key.grad_dtype;
-    t.expert = b.key.expert;
-    t.numel = b.numel;
-    t.param_starts = b.param_starts;
-    t.param_fd = b.param_fd;
-    t.grad_fd = b.grad_fd;
-    layout.buffers.push_back(std::move(t));
-  }
-  return layout;
-}
-
 }  // namespace
 
 TrainerWorkload::TrainerWorkload(TrainerHub* hub, Options options)
@@ -53,12 +36,21 @@ void TrainerWorkload::InitialParam(int p, absl::Span<float> out) const {
 
 absl::StatusOr<double> TrainerWorkload::Gradients(int64_t step,
                                                   engine::ModelState& state) {
+  return RunStep(step, state, nullptr);
+}
+
+absl::StatusOr<double> TrainerWorkload::StreamGradients(
+    int64_t step, engine::ModelState& state, engine::GradientStream& stream) {
+  return RunStep(step, state, &stream);
+}
+
+absl::StatusOr<double> TrainerWorkload::RunStep(
+    int64_t step, engine::ModelState& state, engine::GradientStream* stream) {
   const engine::SharedBuffers* shared = state.shared_buffers();
   if (shared == nullptr) {
     return absl::FailedPreconditionError(
         "trainer workload: the engine's buffers are not in shared memory");
   }
-  const TrainerLayout layout = LayoutOf(*shared);
   TrainerStep info;
   info.step = step;
   info.rank = options_.rank;
@@ -85,7 +77,7 @@ absl::StatusOr<double> TrainerWorkload::Gradients(int64_t step,
     }
     // A live trainer gets the whole timeout for its forward and backward.
     absl::StatusOr<BackwardDone> done =
-        hub_->RunBackward(layout, info, timeout);
+        hub_->RunBackward(*shared, info, timeout, stream);
     if (done.ok()) {
       has_loss_ = done->has_loss;
       return done->loss;
@@ -94,10 +86,14 @@ absl::StatusOr<double> TrainerWorkload::Gradients(int64_t step,
       return done.status();
     }
     // The trainer died: the next one to attach redoes this step (it zeroes
-    // the grad buffer first).
-    ZSHARD_LOG_WARN("trainer lost mid-step; waiting for it to come back",
-                    {{"step", absl::StrCat(step)},
-                     {"error", std::string(done.status().message())}});
+    // the grad buffer first); the windows already reduced are kept.
+    if (stream != nullptr) ZSHARD_RETURN_IF_ERROR(stream->Restart());
+    ZSHARD_LOG_WARN(
+        "trainer lost mid-step; waiting for it to come back",
+        {{"step", absl::StrCat(step)},
+         {"kept_reduced_windows",
+          absl::StrCat(stream != nullptr ? stream->reduced_windows() : 0)},
+         {"error", std::string(done.status().message())}});
   }
 }
 

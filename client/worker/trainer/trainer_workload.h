@@ -40,6 +40,11 @@ class TrainerWorkload final : public engine::Workload {
   // DeadlineExceeded when no trainer answers within the timeout.
   absl::StatusOr<double> Gradients(int64_t step,
                                    engine::ModelState& state) override;
+  // The trainer signals buckets as its backward pass completes them.
+  bool streams_gradients() const override { return true; }
+  absl::StatusOr<double> StreamGradients(
+      int64_t step, engine::ModelState& state,
+      engine::GradientStream& stream) override;
   void StepFinished(const engine::StepReport& report) override;
   std::optional<std::string> LeaveReason() const override {
     return leave_reason_;
@@ -48,6 +53,10 @@ class TrainerWorkload final : public engine::Workload {
   int64_t global_batch() const override { return options_.global_batch; }
 
  private:
+  // One step's exchange; `stream` null: the buckets are not streamed.
+  absl::StatusOr<double> RunStep(int64_t step, engine::ModelState& state,
+                                 engine::GradientStream* stream);
+
   TrainerHub* const hub_;
   const Options options_;
   std::vector<int64_t> offsets_;  // of each param in `initial`

@@ -165,9 +165,10 @@ TEST_F(TrainerHubTest, StepsThroughSharedBuffersAndSurvivesATrainerRestart) {
   ASSERT_TRUE(params.ok() && grads.ok());
   TrainerLayout layout;
   layout.generation = 7;
-  TrainerBuffer b;
-  b.param_dtype = b.grad_dtype = plan::DType::kFp32;
+  engine::SharedBuffers::Buffer b;
+  b.key.param_dtype = b.key.grad_dtype = plan::DType::kFp32;
   b.numel = 256;
+  b.buckets = {{0, 256}};
   b.param_starts = {{"b", 0}, {"w", 64}};
   b.param_fd = (*params)->fd();
   b.grad_fd = (*grads)->fd();
