@@ -247,7 +247,7 @@ class LocalJob:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def job_spec(model, ranks, global_batch, steps, step_delay_ms):
+def job_spec(model, ranks, global_batch, steps, step_delay_ms, bucket_size):
     sys.path.insert(0, os.path.join(REPO, "python"))
     from zshard.torch import model_spec
     return {
@@ -256,6 +256,9 @@ def job_spec(model, ranks, global_batch, steps, step_delay_ms):
         # The baseline's optimizer: AdamW, lr 1e-4, weight decay 0.01.
         "optimizer": {"lr": 1e-4, "weight_decay": 0.01},
         "world": {"instances": 1, "min": ranks, "max": ranks},
+        # Buckets of torch DDP's size by default, so that reduce-scatters
+        # overlap backward as DDP's all-reduces do.
+        "layout": {"bucket_size": bucket_size},
         "workload": {"kind": "trainer", "steps": steps,
                      "global_batch": global_batch,
                      # The runner waits this long after every step; its
@@ -274,7 +277,8 @@ def run_zshard(args, handoff, ranks):
              build_model(args.width, args.layers))
     steps = (args.handoff_steps if handoff else args.steps) + args.warmup
     job = LocalJob(args.bin_dir, job_spec(model, ranks, args.global_batch,
-                                          steps, args.step_delay_ms))
+                                          steps, args.step_delay_ms,
+                                          args.bucket_size))
     try:
         trainer_args = ["--ranks", str(ranks), "--width", str(args.width),
                         "--layers", str(args.layers)]
@@ -502,6 +506,9 @@ def parse(argv):
                     help="timed steps after the warm-up (default 6)")
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--handoff-steps", type=int, default=30)
+    ap.add_argument("--bucket-size", type=int, default=25 << 18,
+                    help="elements per bucket (default 6,553,600: torch "
+                    "DDP's 25 MiB of fp32)")
     ap.add_argument("--step-delay-ms", type=int, default=0,
                     help="the job's workload.step_delay_ms (default 0; the "
                     "job spec's own default is 100)")
