@@ -333,6 +333,7 @@ void Membership::Tick() {
     GoneLocked(*members_.Find(e.worker_id), MemberState::kDead, e.reason);
   }
   CheckTransitionTimeoutsLocked();
+  CheckStepFailureLocked();
   ReconcileLocked();
   ForgetGoneLocked();
   FlushLocked();

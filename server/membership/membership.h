@@ -135,9 +135,12 @@ struct MembershipStats {
 // A member's report that it could not prepare the committed epoch.
 struct PrepareFailure {
   std::string error;
+  // > 0: training step `step` failed in the committed, stable epoch (not a
+  // preparation): see Membership::AckFailed.
   // What failed: a checkpoint dir, a source member's id, or empty.
   std::string source;
   bool source_is_checkpoint = false;
+  int64_t step = 0;
 };
 
 // Thread-safe. Every public method takes the one internal lock (the parts
@@ -337,6 +340,15 @@ class Membership {
   // The committed, unstable epoch cannot become stable (a member could not
   // prepare it, or its ACTIVE acks timed out): the next reconcile proposes.
   void BreakCommittedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A member reported that a training step failed in the stable epoch
+  // (step_failures.cc): recorded, with an event, once per epoch.
+  void StepFailedLocked(const Member& reporter, int64_t epoch,
+                        const PrepareFailure& failure)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Once every member of the failed step's epoch has heartbeated since the
+  // report (all alive: no lease will expire to start a transition), breaks
+  // the epoch so that the next reconcile proposes the same world again.
+  void CheckStepFailureLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool NeedsReplanLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void PublishLocked(PlanPhase phase, const EpochPlan& plan)
@@ -431,6 +443,17 @@ class Membership {
   std::set<std::string> avoid_sources_ ABSL_GUARDED_BY(mu_);
   // The committed epoch that can never become stable (0: none).
   int64_t failed_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // The latest step failure reported in a stable epoch, and the stable
+  // epoch it broke (0: none).
+  struct StepFailure {
+    int64_t epoch = 0;
+    int64_t step = 0;
+    int64_t at_ms = 0;
+    std::string reporter;
+    std::string error;
+  };
+  StepFailure step_failure_ ABSL_GUARDED_BY(mu_);
+  int64_t step_failed_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // When the phase in flight began (the proposal was made, the epoch
   // committed, or this process restored it), by clock_: its timeout's start.
   int64_t phase_since_ms_ ABSL_GUARDED_BY(mu_) = 0;

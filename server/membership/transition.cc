@@ -34,6 +34,7 @@ bool Membership::CommittedBrokenLocked() const {
   if (!transition_.committed_stable() && failed_epoch_ == committed.epoch) {
     return true;
   }
+  if (step_failed_epoch_ == committed.epoch) return true;
   // A sender that dies before the epoch is stable leaves its moves undone.
   if (!transition_.committed_stable()) {
     for (const std::string& id : transition_.committed_senders()) {

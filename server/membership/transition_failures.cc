@@ -40,6 +40,12 @@ absl::StatusOr<PlanPhase> Membership::AckFailed(const std::string& worker_id,
   Change lock(this);
   ZSHARD_ASSIGN_OR_RETURN(Member * m, members_.Session(worker_id, token));
   const EpochPlan& committed = transition_.committed();
+  if (failure.step > 0 && epoch == committed.epoch && epoch != 0 &&
+      transition_.committed_stable()) {
+    StepFailedLocked(*m, epoch, failure);
+    FlushLocked();
+    return PlanPhase::kStable;
+  }
   if (epoch != committed.epoch || epoch == 0 ||
       transition_.committed_stable()) {
     return absl::FailedPreconditionError(

@@ -126,6 +126,7 @@ grpc::Status WorkerServiceImpl::AckTransition(
       failure.error = req->error().substr(0, 1024);
       failure.source = req->failed_source().substr(0, 1024);
       failure.source_is_checkpoint = req->source_is_checkpoint();
+      failure.step = req->step();
       r = membership_->AckFailed(req->worker_id(), req->token(), req->epoch(),
                                  failure);
       break;

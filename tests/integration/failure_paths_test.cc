@@ -4,7 +4,8 @@
 // with the reference masters of its own history; a preparation that fails
 // for another reason gets a new proposal; checkpoint writes that fail while
 // training goes on are events, a metric and incomplete attempts in the
-// checkpoint list.
+// checkpoint list; a step that fails while every member lives gets a new
+// epoch.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -158,6 +159,46 @@ TEST(FailurePathsTest, FailedPreparationIsAnEventAndGetsANewProposal) {
   EXPECT_GT(stable[0].epoch(), failed->epoch()) << DescribeEvents(events);
   EXPECT_TRUE(EventsOfKind(events, "timeout", 0).empty())
       << DescribeEvents(events);
+  ExpectReferenceMasters(run, 2);
+}
+
+// A step that fails while every member lives: w1 is stopped (SIGSTOP) past
+// the workers' collective timeout but well within its lease, so w0's step
+// fails and no lease expires. w0 reports it (event step_failed); once w1 is
+// continued and both have heartbeated since, the coordinator proposes the
+// same world again (event replan) and the job trains to the reference.
+TEST(FailurePathsTest, AStepFailedWithEveryMemberAliveGetsANewEpoch) {
+  ElasticJob job;
+  job.instances = 1;
+  job.min_world = 2;
+  job.max_world = 2;
+  job.steps = 30;
+  job.lease_timeout_ms = 20000;
+  ElasticRun run(job);
+  ASSERT_TRUE(run.Start().ok());
+  const std::vector<std::string> fast = {"--collective-timeout-ms", "1000"};
+  ASSERT_TRUE(run.StartWorker("w0", fast).ok());
+  ASSERT_TRUE(run.StartWorker("w1", fast).ok());
+  auto before = run.WaitForRanksAtStep(2, 5, kStartMs);
+  ASSERT_TRUE(before.ok()) << before.status() << "\n" << run.Diagnostics();
+  const int64_t seq = LastSeq(run.Events());
+  run.cluster().worker("w1")->Signal(SIGSTOP);
+  auto failed = run.WaitForEvent("step_failed", seq, kStartMs);
+  run.cluster().worker("w1")->Signal(SIGCONT);
+  ASSERT_TRUE(failed.ok()) << failed.status() << "\n" << run.Diagnostics();
+  EXPECT_NE(failed->reason().find("failed on member w0"), std::string::npos)
+      << failed->reason();
+  auto replan = run.WaitForEvent("replan", failed->seq(), kStartMs);
+  ASSERT_TRUE(replan.ok()) << replan.status() << "\n" << run.Diagnostics();
+  EXPECT_NE(replan->reason().find("every member is alive"), std::string::npos)
+      << replan->reason();
+  ExpectExitedZero(run, {"w0", "w1"});
+  const std::vector<v1::Event> events = run.Events();
+  EXPECT_TRUE(EventsOfKind(events, "dead", seq).empty())
+      << DescribeEvents(events);
+  std::vector<v1::Event> stable = EventsOfKind(events, "stable", replan->seq());
+  ASSERT_FALSE(stable.empty()) << DescribeEvents(events);
+  EXPECT_GT(stable[0].epoch(), failed->epoch()) << DescribeEvents(events);
   ExpectReferenceMasters(run, 2);
 }
 

@@ -69,7 +69,10 @@ struct PreparedState {
 // file that could not be written, or a committed epoch that could not be
 // prepared (the runner keeps its state and waits for the next proposal).
 struct RunnerFailure {
-  enum class Kind { kCheckpointWrite, kPreparation };
+  // kStep: training step `step` failed in a stable epoch (the runner keeps
+  // its state and waits for the next epoch, which the coordinator proposes
+  // once it knows every member is alive).
+  enum class Kind { kCheckpointWrite, kPreparation, kStep };
   Kind kind = Kind::kPreparation;
   int64_t epoch = 0;
   // kCheckpointWrite: the step, its checkpoint dir and this worker's rank.

@@ -106,6 +106,9 @@ void CoordinatorSession::ReportFailure(const RunnerFailure& failure) {
     request.set_token(token);
     request.set_epoch(failure.epoch);
     request.set_phase(v1::ACK_PHASE_FAILED);
+    if (failure.kind == RunnerFailure::Kind::kStep) {
+      request.set_step(failure.step);
+    }
     request.set_error(failure.error);
     request.set_failed_source(failure.source);
     request.set_source_is_checkpoint(failure.source_is_checkpoint);

@@ -37,6 +37,9 @@ ABSL_FLAG(std::string, comm_transport, "auto",
 ABSL_FLAG(std::string, trainer_socket, "",
           "Unix socket a trainer process attaches to (jobs of the trainer "
           "workload; default $ZSHARD_TRAINER_SOCKET)");
+ABSL_FLAG(int64_t, collective_timeout_ms, 30000,
+          "bound on each collective and rendezvous of the step and of state "
+          "moves, in ms (100 to 3,600,000)");
 ABSL_FLAG(int, fault_prepare_failures, 0,
           "fault injection for tests: the first N epoch preparations fail "
           "and are reported as failures are");
@@ -45,21 +48,14 @@ namespace zshard::worker {
 namespace {
 
 FlagList WorkerFlagList() {
-  return {FlagOf(FLAGS_coordinator),
-          FlagOf(FLAGS_name),
-          FlagOf(FLAGS_device),
-          FlagOf(FLAGS_labels),
-          FlagOf(FLAGS_address),
-          FlagOf(FLAGS_tls_ca),
-          FlagOf(FLAGS_tls_cert),
-          FlagOf(FLAGS_tls_key),
-          FlagOf(FLAGS_log_format),
-          FlagOf(FLAGS_metrics_listen),
-          FlagOf(FLAGS_dump_master),
-          FlagOf(FLAGS_comm_host),
-          FlagOf(FLAGS_comm_transport),
-          FlagOf(FLAGS_trainer_socket),
-          FlagOf(FLAGS_fault_prepare_failures)};
+  return {FlagOf(FLAGS_coordinator),    FlagOf(FLAGS_name),
+          FlagOf(FLAGS_device),         FlagOf(FLAGS_labels),
+          FlagOf(FLAGS_address),        FlagOf(FLAGS_tls_ca),
+          FlagOf(FLAGS_tls_cert),       FlagOf(FLAGS_tls_key),
+          FlagOf(FLAGS_log_format),     FlagOf(FLAGS_metrics_listen),
+          FlagOf(FLAGS_dump_master),    FlagOf(FLAGS_comm_host),
+          FlagOf(FLAGS_comm_transport), FlagOf(FLAGS_collective_timeout_ms),
+          FlagOf(FLAGS_trainer_socket), FlagOf(FLAGS_fault_prepare_failures)};
 }
 
 // The flags' values checked and copied into `flags`; `name`, `coordinator`
@@ -114,6 +110,10 @@ absl::Status ReadFlags(const ParsedCommandLine& parsed, WorkerFlags* flags,
       return absl::InvalidArgumentError("--trainer-socket must not be empty");
     }
   }
+  ZSHARD_RETURN_IF_ERROR(
+      CheckRange(FLAGS_collective_timeout_ms, int64_t{100}, int64_t{3600000}));
+  flags->session.train.engine.comm_timeout_ms =
+      absl::GetFlag(FLAGS_collective_timeout_ms);
   ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_fault_prepare_failures, 0, 1000));
   flags->session.train.inject_prepare_failures =
       absl::GetFlag(FLAGS_fault_prepare_failures);

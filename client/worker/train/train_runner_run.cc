@@ -120,14 +120,26 @@ void TrainRunner::RunStep(HeldEngine* held, bool stop) {
          {"error", std::string(result.status.message())}});
     engine.Abort();
     // A workload that cannot go on here (its trainer gone for good): leave
-    // as on SIGTERM, handing the intact state over.
+    // as on SIGTERM, handing the intact state over. Otherwise the
+    // coordinator hears of the failure: when every member is alive, no
+    // lease expires to start the next epoch.
+    LeaveRequester leave;
+    FailureReporter report;
+    {
+      absl::MutexLock lock(&mu_);
+      leave = leave_;
+      report = report_failure_;
+    }
     if (std::optional<std::string> why = held->workload->LeaveReason()) {
-      LeaveRequester leave;
-      {
-        absl::MutexLock lock(&mu_);
-        leave = leave_;
-      }
       if (leave) leave(*why);
+    } else if (report) {
+      RunnerFailure failure;
+      failure.kind = RunnerFailure::Kind::kStep;
+      failure.epoch = held->epoch.epoch;
+      failure.step = t.step;
+      failure.rank = held->epoch.rank;
+      failure.error = std::string(result.status.message());
+      report(failure);
     }
     absl::MutexLock lock(&mu_);
     held->broken = true;

@@ -1,0 +1,55 @@
+// Membership: a training step that failed in a stable epoch. Its ranks
+// keep their state and wait for a new epoch. When a member died, its lease
+// expiring starts that epoch. When every member is alive (a peer paused
+// past the collective timeout, a network blip), nothing would: so once each
+// member of the epoch has heartbeated after the report, the coordinator
+// proposes the same world again, with an event saying why. No step waits
+// forever for a transition that never comes.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "server/membership/membership.h"
+
+namespace zshard::server {
+
+void Membership::StepFailedLocked(const Member& reporter, int64_t epoch,
+                                  const PrepareFailure& failure) {
+  if (step_failure_.epoch == epoch) return;  // one report per epoch is enough
+  step_failure_.epoch = epoch;
+  step_failure_.step = failure.step;
+  step_failure_.at_ms = clock_->NowMs();
+  step_failure_.reporter = reporter.name;
+  step_failure_.error = MemberTable::ClipReason(failure.error);
+  EventLocked("step_failed",
+              absl::StrCat("epoch ", epoch, ": step ", failure.step,
+                           " failed on member ", reporter.name, ": ",
+                           step_failure_.error));
+}
+
+void Membership::CheckStepFailureLocked() {
+  const EpochPlan& committed = transition_.committed();
+  if (step_failure_.epoch == 0 || step_failure_.epoch != committed.epoch ||
+      step_failed_epoch_ == committed.epoch ||
+      !transition_.committed_stable() || transition_.proposal() != nullptr) {
+    return;
+  }
+  const int64_t now = clock_->NowMs();
+  const int64_t since = now - step_failure_.at_ms;
+  for (int r = 0; r < committed.world; ++r) {
+    const Member* m = members_.Find(committed.slots[r].worker_id);
+    // A member gone or silent since the report: its lease decides.
+    if (m == nullptr || !IsLive(m->state) ||
+        members_.SilenceMs(*m, now) >= since) {
+      return;
+    }
+  }
+  const std::string why =
+      absl::StrCat("step ", step_failure_.step, " failed on member ",
+                   step_failure_.reporter, " (", step_failure_.error,
+                   ") and every member is alive: the same world again");
+  EventLocked("replan", absl::StrCat("epoch ", committed.epoch, ": ", why));
+  change_reason_ = why;
+  step_failed_epoch_ = committed.epoch;
+}
+
+}  // namespace zshard::server
