@@ -198,6 +198,12 @@ class Membership {
   // older intact one, or the job fails as "lost" without one. The epoch is
   // broken either way and the coordinator proposes again. FailedPrecondition
   // for an epoch that is not the committed, unstable one.
+  // Records what a worker reports of its own (worker_reports.cc): event
+  // `kind` (trainer_attached, trainer_lost or trainer_refused; others are
+  // InvalidArgument) with "member NAME: reason".
+  absl::Status WorkerEvent(const std::string& worker_id,
+                           const std::string& token, const std::string& kind,
+                           const std::string& reason);
   absl::StatusOr<PlanPhase> AckFailed(const std::string& worker_id,
                                       const std::string& token, int64_t epoch,
                                       const PrepareFailure& failure);
@@ -341,7 +347,7 @@ class Membership {
   // prepare it, or its ACTIVE acks timed out): the next reconcile proposes.
   void BreakCommittedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A member reported that a training step failed in the stable epoch
-  // (step_failures.cc): recorded, with an event, once per epoch.
+  // (worker_reports.cc): recorded, with an event, once per epoch.
   void StepFailedLocked(const Member& reporter, int64_t epoch,
                         const PrepareFailure& failure)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -165,6 +165,14 @@ grpc::Status WorkerServiceImpl::Leave(grpc::ServerContext*,
   return scope.Finish(grpc::Status::OK);
 }
 
+grpc::Status WorkerServiceImpl::ReportEvent(grpc::ServerContext*,
+                                            const v1::ReportEventRequest* req,
+                                            v1::ReportEventResponse*) {
+  RpcScope scope(metrics_, "ReportEvent");
+  return scope.Finish(ToGrpcStatus(membership_->WorkerEvent(
+      req->worker_id(), req->token(), req->kind(), req->reason())));
+}
+
 grpc::Status WorkerServiceImpl::ReportCheckpoint(
     grpc::ServerContext*, const v1::ReportCheckpointRequest* req,
     v1::ReportCheckpointResponse* resp) {

@@ -51,6 +51,9 @@ class WorkerServiceImpl final
   grpc::Status ReportCheckpoint(grpc::ServerContext* ctx,
                                 const v1::ReportCheckpointRequest* req,
                                 v1::ReportCheckpointResponse* resp) override;
+  grpc::Status ReportEvent(grpc::ServerContext* ctx,
+                           const v1::ReportEventRequest* req,
+                           v1::ReportEventResponse* resp) override;
   grpc::Status StreamTelemetry(grpc::ServerContext* ctx,
                                grpc::ServerReader<v1::TelemetryReport>* reader,
                                v1::StreamTelemetryResponse* resp) override;

@@ -85,6 +85,21 @@ class Cluster:
             stderr=self._open(name + ".log"))
         return name
 
+    def events(self, kind=None):
+        """The coordinator's events (zshardctl events --output json), of
+        `kind` when given."""
+        out = subprocess.run(
+            [bin_path("zshardctl"), "--coordinator", self.address, "events",
+             "--output", "json"], capture_output=True, text=True, timeout=60,
+            check=True).stdout
+        try:
+            events = json.loads(out)
+        except ValueError:
+            events = [json.loads(line) for line in out.splitlines() if line]
+        if isinstance(events, dict):
+            events = events.get("events", [])
+        return [e for e in events if kind is None or e["kind"] == kind]
+
     def wait(self, name, timeout):
         return self.procs[name].wait(timeout=timeout)
 

@@ -182,6 +182,14 @@ class TrainerTest(unittest.TestCase):
             bad = models.TiedLM()
             bad.hidden = torch.nn.Linear(16, 8)
             DistributedOptimizer(bad, socket=sock, timeout=5)
+        # ... and the coordinator records each refusal as an event.
+        refused = [e["reason"] for e in
+                   self.cluster.events("trainer_refused")]
+        self.assertEqual(len(refused), 3, refused)
+        self.assertIn("member w0: trainer pid", refused[0])
+        self.assertIn("a trainer is already attached", refused[0])
+        self.assertIn("this daemon runs job 'pytrain'", refused[1])
+        self.assertIn("param 1 'hidden.weight' has shape", refused[2])
         self.finish(trainers, ["w%d" % i for i in range(4)])
         steps = self.completed_steps(trainers[0])
         self.assertEqual([s["step"] for s in steps], list(range(1, 21)))
@@ -242,6 +250,12 @@ class TrainerTest(unittest.TestCase):
         trainers[0] = c.start_trainer("w0", outs[0], tag="b")
         self.finish(trainers, ["w%d" % i for i in range(4)])
         self.assertIn("trainer lost mid-step", c.read_log("w0"))
+        lost = [e["reason"] for e in c.events("trainer_lost")]
+        self.assertEqual(len(lost), 1, lost)
+        self.assertIn("member w0: trainer pid", lost[0])
+        attached = [e["reason"] for e in c.events("trainer_attached")]
+        self.assertEqual(len(attached), 1, attached)
+        self.assertIn("(trainer 2 of this daemon)", attached[0])
         self.assert_matches_reference(outs, self.completed_steps(trainers[1]))
 
     def test_accumulation_in_no_sync_and_a_second_backward_refused(self):

@@ -72,7 +72,9 @@ struct RunnerFailure {
   // kStep: training step `step` failed in a stable epoch (the runner keeps
   // its state and waits for the next epoch, which the coordinator proposes
   // once it knows every member is alive).
-  enum class Kind { kCheckpointWrite, kPreparation, kStep };
+  // kEvent: something of the worker's own (its trainer process refused,
+  // lost or attached again), `event_kind` with `error` as the reason.
+  enum class Kind { kCheckpointWrite, kPreparation, kStep, kEvent };
   Kind kind = Kind::kPreparation;
   int64_t epoch = 0;
   // kCheckpointWrite: the step, its checkpoint dir and this worker's rank.
@@ -84,6 +86,8 @@ struct RunnerFailure {
   // kPreparation: what failed when known (a checkpoint dir), else empty.
   std::string source;
   bool source_is_checkpoint = false;
+  // kEvent: trainer_attached, trainer_lost or trainer_refused.
+  std::string event_kind;
 };
 
 // Whether a committed epoch is ready at once (ack ACTIVE now) or later,

@@ -100,6 +100,14 @@ void CoordinatorSession::ReportFailure(const RunnerFailure& failure) {
     request.set_error(failure.error);
     v1::ReportCheckpointResponse response;
     status = stub_->ReportCheckpoint(context.get(), request, &response);
+  } else if (failure.kind == RunnerFailure::Kind::kEvent) {
+    v1::ReportEventRequest request;
+    request.set_worker_id(worker_id);
+    request.set_token(token);
+    request.set_kind(failure.event_kind);
+    request.set_reason(failure.error);
+    v1::ReportEventResponse response;
+    status = stub_->ReportEvent(context.get(), request, &response);
   } else {
     v1::AckTransitionRequest request;
     request.set_worker_id(worker_id);

@@ -26,6 +26,19 @@ TrainRunner::TrainRunner(const Options& options, job::JobSpec job,
     o.socket_path = options_.trainer_socket;
     o.job_name = job_.name;
     o.model = job_.model;
+    o.on_event = [this](const std::string& kind, const std::string& reason) {
+      FailureReporter report;
+      {
+        absl::MutexLock lock(&mu_);
+        report = report_failure_;
+      }
+      if (!report) return;
+      RunnerFailure event;
+      event.kind = RunnerFailure::Kind::kEvent;
+      event.event_kind = kind;
+      event.error = reason;
+      report(event);
+    };
     absl::StatusOr<std::unique_ptr<trainer::TrainerHub>> hub =
         trainer::TrainerHub::Start(o);
     if (hub.ok()) {

@@ -200,8 +200,13 @@ void TrainerHub::Admit(device::OwnedFd conn) {
     refused = CheckHello(hello->body);
   }
   int pid = 0;
+  if (hello.ok()) {
+    auto it = hello->body.find("pid");
+    if (it != hello->body.end() && it->is_number_integer()) {
+      pid = it->get<int>();
+    }
+  }
   if (refused.ok()) {
-    pid = hello->body.value("pid", 0);
     int old = -1;
     {
       absl::MutexLock lock(&mu_);
@@ -225,6 +230,9 @@ void TrainerHub::Admit(device::OwnedFd conn) {
   if (!refused.ok()) {
     ZSHARD_LOG_WARN("trainer refused",
                     {{"error", std::string(refused.message())}});
+    Notify("trainer_refused",
+           absl::StrCat("trainer", pid > 0 ? absl::StrCat(" pid ", pid) : "",
+                        " refused: ", refused.message()));
     (void)SendMessage(conn.get(),
                       {{"type", "error"}, {"message", refused.message()}}, {},
                       options_.io_timeout_ms);
@@ -238,12 +246,25 @@ void TrainerHub::Admit(device::OwnedFd conn) {
                    {"pid", static_cast<int>(getpid())}},
                   {}, options_.io_timeout_ms);
   if (!welcomed.ok()) return;
-  absl::MutexLock lock(&mu_);
-  conn_ = std::move(conn);
-  trainer_pid_ = pid;
-  sent_generation_ = -1;
-  ++attach_count_;
+  int64_t count = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    conn_ = std::move(conn);
+    trainer_pid_ = pid;
+    sent_generation_ = -1;
+    count = ++attach_count_;
+  }
   ZSHARD_LOG_INFO("trainer attached", {{"pid", absl::StrCat(pid)}});
+  if (count > 1) {
+    Notify("trainer_attached",
+           absl::StrCat("trainer pid ", pid, " attached (trainer ", count,
+                        " of this daemon)"));
+  }
+}
+
+void TrainerHub::Notify(const std::string& kind,
+                        const std::string& reason) const {
+  if (options_.on_event) options_.on_event(kind, reason);
 }
 
 void TrainerHub::Drop() {
@@ -381,10 +402,16 @@ int TrainerHub::Conn() const {
 }
 
 absl::Status TrainerHub::Fail(const absl::Status& why) {
-  absl::MutexLock lock(&mu_);
-  Drop();
-  return absl::UnavailableError(
-      absl::StrCat("the trainer left or broke the protocol: ", why.message()));
+  int pid = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    pid = trainer_pid_;
+    Drop();
+  }
+  const std::string what =
+      absl::StrCat("the trainer left or broke the protocol: ", why.message());
+  Notify("trainer_lost", absl::StrCat("trainer pid ", pid, ": ", what));
+  return absl::UnavailableError(what);
 }
 
 absl::StatusOr<std::vector<float>> TrainerHub::FetchInitialParams(

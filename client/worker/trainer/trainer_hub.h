@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +37,12 @@ struct TrainerHubOptions {
   // Bound on each message's exchange with a trainer that is attached and
   // answering (not on its forward/backward pass). Default 10 s.
   int64_t io_timeout_ms = 10000;
+  // Called, with no lock held, for what the coordinator must hear of:
+  // ("trainer_refused", why), ("trainer_lost", why) when an attached
+  // trainer went away or broke the protocol, ("trainer_attached", who)
+  // for every attach after the first. Must not block long. Default none.
+  std::function<void(const std::string& kind, const std::string& reason)>
+      on_event;
 };
 
 // The buffers of one epoch as the trainer maps them (dtypes, sizes, where
@@ -131,6 +138,7 @@ class TrainerHub {
   // a conversation that failed on it (which drops it).
   int Conn() const;
   absl::Status Fail(const absl::Status& why);
+  void Notify(const std::string& kind, const std::string& reason) const;
 
   const TrainerHubOptions options_;
   device::OwnedFd listen_fd_;

@@ -15,6 +15,7 @@
 #include "client/worker/device/shared_memory.h"
 #include "client/worker/trainer/trainer_protocol.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/wait_for.h"
 
 namespace zshard::trainer {
 namespace {
@@ -84,12 +85,33 @@ class TrainerHubTest : public ::testing::Test {
     o.job_name = "job";
     o.model = JobModel();
     o.io_timeout_ms = kTimeoutMs;
+    o.on_event = [this](const std::string& kind, const std::string& reason) {
+      absl::MutexLock lock(&events_mu_);
+      events_.push_back(kind + ": " + reason);
+    };
     absl::StatusOr<std::unique_ptr<TrainerHub>> hub = TrainerHub::Start(o);
     ASSERT_TRUE(hub.ok()) << hub.status();
     hub_ = std::move(*hub);
   }
   std::string path() const { return dir_.File("trainer.sock"); }
+  std::vector<std::string> events() {
+    absl::MutexLock lock(&events_mu_);
+    return events_;
+  }
+  // Waits for an event that starts with `prefix`.
+  bool HasEvent(const std::string& prefix) {
+    return testing::WaitFor(
+        [&] {
+          for (const std::string& e : events()) {
+            if (e.rfind(prefix, 0) == 0) return true;
+          }
+          return false;
+        },
+        kTimeoutMs);
+  }
 
+  absl::Mutex events_mu_;
+  std::vector<std::string> events_;
   testing::TempDir dir_;
   std::unique_ptr<TrainerHub> hub_;
 };
@@ -107,6 +129,12 @@ TEST_F(TrainerHubTest, AttachesOneTrainerAndRefusesASecond) {
             "a trainer is already attached to this daemon (pid 4242)");
   EXPECT_TRUE(hub_->attached());
   EXPECT_EQ(hub_->attach_count(), 1);
+  // The coordinator hears of it; the first attach is no event.
+  EXPECT_TRUE(HasEvent(
+      "trainer_refused: trainer pid 4242 refused: a trainer is already "
+      "attached"))
+      << ::testing::PrintToString(events());
+  EXPECT_EQ(events().size(), 1u);
 }
 
 TEST_F(TrainerHubTest, RefusesAnotherJobOrModelNamingIt) {
@@ -225,6 +253,8 @@ TEST_F(TrainerHubTest, StepsThroughSharedBuffersAndSurvivesATrainerRestart) {
   EXPECT_EQ(done.status().code(), absl::StatusCode::kUnavailable)
       << done.status();
   EXPECT_FALSE(hub_->attached());
+  EXPECT_TRUE(HasEvent("trainer_lost: trainer pid 4242: the trainer left"))
+      << ::testing::PrintToString(events());
 
   // A new trainer resumes step 2 and gets the layout again.
   Trainer t2(path());
@@ -236,6 +266,10 @@ TEST_F(TrainerHubTest, StepsThroughSharedBuffersAndSurvivesATrainerRestart) {
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(static_cast<float*>((*grads)->data())[64], 8.0f);
   EXPECT_EQ(hub_->attach_count(), 2);
+  EXPECT_TRUE(
+      HasEvent("trainer_attached: trainer pid 4242 attached "
+               "(trainer 2 of this daemon)"))
+      << ::testing::PrintToString(events());
 }
 
 TEST_F(TrainerHubTest, ALiveSocketIsRefusedAStaleOneReplaced) {

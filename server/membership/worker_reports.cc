@@ -1,16 +1,41 @@
-// Membership: a training step that failed in a stable epoch. Its ranks
+// Membership: what workers report of their own -- events such as a trainer
+// process lost, and a training step that failed in a stable epoch. Its ranks
 // keep their state and wait for a new epoch. When a member died, its lease
 // expiring starts that epoch. When every member is alive (a peer paused
 // past the collective timeout, a network blip), nothing would: so once each
 // member of the epoch has heartbeated after the report, the coordinator
 // proposes the same world again, with an event saying why. No step waits
 // forever for a transition that never comes.
+#include <algorithm>
+#include <iterator>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "server/membership/membership.h"
 
 namespace zshard::server {
+
+absl::Status Membership::WorkerEvent(const std::string& worker_id,
+                                     const std::string& token,
+                                     const std::string& kind,
+                                     const std::string& reason) {
+  static const char* const kKinds[] = {"trainer_attached", "trainer_lost",
+                                       "trainer_refused"};
+  if (std::find(std::begin(kKinds), std::end(kKinds), kind) ==
+      std::end(kKinds)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("event kind '", kind.substr(0, 64),
+                     "' is not one a worker reports (trainer_attached, "
+                     "trainer_lost, trainer_refused)"));
+  }
+  Change lock(this);
+  ZSHARD_ASSIGN_OR_RETURN(Member * m, members_.Session(worker_id, token));
+  EventLocked(kind, absl::StrCat("member ", m->name, ": ",
+                                 MemberTable::ClipReason(reason)));
+  FlushLocked();
+  return absl::OkStatus();
+}
 
 void Membership::StepFailedLocked(const Member& reporter, int64_t epoch,
                                   const PrepareFailure& failure) {
