@@ -169,6 +169,8 @@ class DistributedOptimizer:
         self._left = {}       # this step: params still to come per bucket
         self._fired = None    # this step: params whose gradient came
         self._discarded = False
+        self._main = []       # param index -> fp32 grad view, or None
+        self._cuda = None     # the daemon's CUDA device; None: host
         self._sock = _protocol.connect(path, timeout)
         _protocol.send(self._sock, {
             "type": "hello", "version": _protocol.PROTOCOL_VERSION,
@@ -231,6 +233,8 @@ class DistributedOptimizer:
         if loss is not None:
             loss = float(loss.detach() if isinstance(loss, torch.Tensor)
                          else loss)
+        if self._cuda is not None:
+            torch.cuda.synchronize(self._cuda)
         self._send({"type": "backward_done", "step": self._info.step,
                     "loss": loss})
         body, fds = _protocol.recv(self._sock)
@@ -248,6 +252,9 @@ class DistributedOptimizer:
         """Zeroes the gradient buffer in place (the views stay)."""
         for g in self._grads:
             g.zero_()
+        for index, main in enumerate(self._main):
+            if main is not None:
+                self._params[self._spec["params"][index]["name"]].grad = None
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -270,6 +277,9 @@ class DistributedOptimizer:
             for p in self._params.values():
                 p.data = p.data.clone()
                 p.grad = None
+                if hasattr(p, "main_grad"):
+                    del p.main_grad
+        self._main = []
         for _, handle in self._hooks:
             handle.remove()
         self._hooks = []
@@ -281,6 +291,9 @@ class DistributedOptimizer:
             pass
         self._sock.close()
         self._sock = None
+        for m in self._maps:
+            if hasattr(m, "ptr"):  # a device mapping: no view is left
+                m.close()
         self._maps = []
 
     def __enter__(self):
@@ -301,8 +314,16 @@ class DistributedOptimizer:
             _protocol.send(self._sock, body)
 
     def _grad_ready(self, index):
-        """AccumulateGrad's hook of param `index`: hands its bucket over
+        """AccumulateGrad's hook of param `index`: adds its gradient into
+        the fp32 buffer (grad_reduce_in_fp32), and hands its bucket over
         once every param of the bucket has its gradient."""
+        main = self._main[index] if index < len(self._main) else None
+        if main is not None:
+            p = self._params[self._spec["params"][index]["name"]]
+            if p.grad is not None:
+                with torch.no_grad():
+                    main.add_(p.grad)
+                p.grad = None
         if (not self._overlap or not self._sync or self._info is None or
                 self._sock is None or self._discarded):
             return
@@ -320,6 +341,10 @@ class DistributedOptimizer:
         key = self._bucket_of[index]
         self._left[key] -= 1
         if self._left[key] == 0:
+            if self._cuda is not None:
+                # The daemon reads the bucket: backward's kernels for it
+                # must be done.
+                torch.cuda.current_stream(self._cuda).synchronize()
             self._send({"type": "bucket_ready", "step": step,
                         "buffer": key[0], "bucket": key[1]})
 
@@ -362,48 +387,102 @@ class DistributedOptimizer:
         _protocol.send(self._sock, {"type": "init_done"})
 
     def _map_layout(self, body, fds):
+        """Maps the daemon's buffers (memfd segments on the host, CUDA IPC
+        handles on a GPU) and makes every param's .data (and .grad, or
+        .main_grad with grad_reduce_in_fp32) views into them."""
         buffers = body["buffers"]
-        if len(fds) != 2 * len(buffers):
+        cuda = body.get("cuda_device")
+        if cuda is None:
+            if len(fds) != 2 * len(buffers):
+                self._close_fds(fds)
+                raise ZshardError("layout carries %d fds for %d buffers" %
+                                  (len(fds), len(buffers)))
+            fds = list(fds)
+
+            def open_buffer(i, pbytes, gbytes):
+                pmap = _mapped(fds[2 * i], pbytes)
+                fds[2 * i] = None
+                gmap = _mapped(fds[2 * i + 1], gbytes)
+                fds[2 * i + 1] = None
+                return ([pmap, gmap],
+                        lambda dt, n: torch.frombuffer(pmap, dtype=dt,
+                                                       count=n),
+                        lambda dt, n: torch.frombuffer(gmap, dtype=dt,
+                                                       count=n))
+            kept = []
+        else:
             self._close_fds(fds)
-            raise ZshardError("layout carries %d fds for %d buffers" %
-                              (len(fds), len(buffers)))
-        maps, grads, views = [], [], []
+            fds = []
+            device = int(cuda)
+            self._check_device(device)
+            from zshard import _cuda_ipc
+
+            def open_buffer(i, pbytes, gbytes):
+                pdev = _cuda_ipc.DeviceBuffer(buffers[i]["param_ipc"], device,
+                                              pbytes)
+                gdev = _cuda_ipc.DeviceBuffer(buffers[i]["grad_ipc"], device,
+                                              gbytes)
+                return ([pdev, gdev], lambda dt, n: pdev.tensor.view(dt),
+                        lambda dt, n: gdev.tensor.view(dt))
+            # Older device mappings stay open until close(): a view may
+            # outlive a re-layout.
+            kept = list(self._maps)
         index_of = {e["name"]: i for i, e in enumerate(self._spec["params"])}
-        bucket_of = [None] * len(index_of)
-        params_in = {}
-        for i, b in enumerate(buffers):
-            pdt, gdt = _BY_NAME[b["param_dtype"]], _BY_NAME[b["grad_dtype"]]
-            if pdt != gdt:
-                self._close_fds(fds[2 * i:])
-                raise ZshardError(
-                    "buffer %d keeps %s grads for %s params "
-                    "(grad_reduce_in_fp32): not supported by the trainer API"
-                    % (i, b["grad_dtype"], b["param_dtype"]))
-            numel = int(b["numel"])
-            size = numel * torch.tensor([], dtype=pdt).element_size()
-            pmap = _mapped(fds[2 * i], size)
-            gmap = _mapped(fds[2 * i + 1], size)
-            maps += [pmap, gmap]
-            pbuf = torch.frombuffer(pmap, dtype=pdt, count=numel)
-            gbuf = torch.frombuffer(gmap, dtype=gdt, count=numel)
-            grads.append(gbuf)
-            ends = [int(end) for _, end in b.get("buckets", [])]
-            for entry in b["params"]:
-                p = self._params[entry["name"]]
-                start, n = int(entry["start"]), p.numel()
-                k = bisect.bisect_right(ends, start)
-                if k == len(ends):
-                    raise ZshardError("param '%s' lies in no bucket of the "
-                                      "layout" % entry["name"])
-                bucket_of[index_of[entry["name"]]] = (i, k)
-                params_in[(i, k)] = params_in.get((i, k), 0) + 1
-                views.append((p, pbuf[start:start + n].view(p.shape),
-                              gbuf[start:start + n].view(p.shape)))
+        bucket_of, params_in = [None] * len(index_of), {}
+        maps, grads, views = [], [], []
+        try:
+            for i, b in enumerate(buffers):
+                pdt = _BY_NAME[b["param_dtype"]]
+                gdt = _BY_NAME[b["grad_dtype"]]
+                numel = int(b["numel"])
+                opened, pview, gview = open_buffer(
+                    i, numel * _element_size(pdt), numel * _element_size(gdt))
+                maps += opened
+                pbuf, gbuf = pview(pdt, numel), gview(gdt, numel)
+                grads.append(gbuf)
+                ends = [int(end) for _, end in b.get("buckets", [])]
+                for entry in b["params"]:
+                    p = self._params[entry["name"]]
+                    start, n = int(entry["start"]), p.numel()
+                    k = bisect.bisect_right(ends, start)
+                    if k == len(ends):
+                        raise ZshardError("param '%s' lies in no bucket of "
+                                          "the layout" % entry["name"])
+                    bucket_of[index_of[entry["name"]]] = (i, k)
+                    params_in[(i, k)] = params_in.get((i, k), 0) + 1
+                    views.append((index_of[entry["name"]], p,
+                                  pbuf[start:start + n].view(p.shape),
+                                  gbuf[start:start + n].view(p.shape)))
+        finally:
+            self._close_fds([fd for fd in fds if fd is not None])
+        main = [None] * len(index_of)
         with torch.no_grad():
-            for p, data, grad in views:
+            for index, p, data, grad in views:
                 p.data = data
-                p.grad = grad
-        # The old mappings go once nothing refers to them.
-        self._maps, self._grads = maps, grads
-        self._bucket_of, self._params_in = bucket_of, params_in
+                if grad.dtype == p.dtype:
+                    p.grad = grad
+                else:
+                    # grad_reduce_in_fp32: torch keeps .grad in the param's
+                    # dtype; each backward's gradient is added into the
+                    # fp32 buffer (.main_grad, as Megatron names it) by the
+                    # param's AccumulateGrad hook.
+                    p.grad = None
+                    p.main_grad = grad
+                    main[index] = grad
+        # The old host mappings go once nothing refers to them.
+        self._maps, self._grads = kept + maps, grads
+        self._bucket_of, self._params_in, self._main = (bucket_of, params_in,
+                                                        main)
+        self._cuda = None if cuda is None else int(cuda)
         self._hook_params()
+
+    def _check_device(self, device):
+        for name, p in self._params.items():
+            if p.device != torch.device("cuda", device):
+                raise ZshardError("param '%s' is on %s; the daemon's buffers "
+                                  "are on cuda:%d: move the model there "
+                                  "first" % (name, p.device, device))
+
+
+def _element_size(dtype):
+    return torch.tensor([], dtype=dtype).element_size()

@@ -22,12 +22,16 @@ OPTIMIZER = {"lr": 0.01, "weight_decay": 0.1, "clip_grad_norm": 1.0,
                              "decay_steps": STEPS, "min_lr": 0.001}}
 
 
-def job(steps=STEPS, trainer_timeout_ms=20000):
+def job(steps=STEPS, trainer_timeout_ms=20000, bf16=False):
+    model = models.tied_lm()
+    layout = {"bucket_size": 512}  # small buckets: the model spans several
+    if bf16:
+        model = model.to(torch.bfloat16)
+        layout["grad_reduce_in_fp32"] = True
     return {
         "name": "pytrain",
-        "model": model_spec(models.tied_lm(), name="tiedlm"),
-        # Small buckets: the model spans several.
-        "layout": {"bucket_size": 512},
+        "model": model_spec(model, name="tiedlm"),
+        "layout": layout,
         "optimizer": OPTIMIZER,
         "world": {"instances": 2, "min": 4, "max": 4},
         "lease_timeout_ms": 3000,
@@ -89,7 +93,9 @@ class TrainerTest(unittest.TestCase):
             self.skipTest("ZSHARD_BIN_DIR is not set (run through ctest)")
         # A trainer gone for good is given up after 3 s in its own test.
         timeout = 3000 if "gone_for_good" in self._testMethodName else 20000
-        self.cluster = cluster.Cluster(job(trainer_timeout_ms=timeout))
+        bf16 = "bf16" in self._testMethodName
+        self.cluster = cluster.Cluster(job(trainer_timeout_ms=timeout,
+                                           bf16=bf16))
         self.addCleanup(self.cluster.stop)
 
     def assert_matches_reference(self, outs, steps_log, skip=()):
@@ -284,6 +290,46 @@ class TrainerTest(unittest.TestCase):
         self.assertIn("opt.no_sync()", refused[0]["refused"])
         self.assert_matches_reference(outs, self.completed_steps(trainers[0]),
                                       skip=(4,))
+
+    def test_bf16_model_reduces_grads_in_fp32(self):
+        # grad_reduce_in_fp32: torch keeps bf16 .grad, each backward's
+        # gradient is added into the fp32 grad buffer (.main_grad) by the
+        # param's hook, two micro-batches per step (the first in no_sync).
+        c = self.cluster
+        trainers, outs = [], []
+        for i in range(4):
+            c.start_worker("w%d" % i)
+            outs.append(os.path.join(c.dir, "w%d.pt" % i))
+            trainers.append(c.start_trainer(
+                "w%d" % i, outs[-1], extra=["--bf16", "--micro-batches",
+                                            "2"]))
+        self.finish(trainers, ["w%d" % i for i in range(4)])
+        got = [torch.load(o) for o in outs]
+        for other in got[1:]:
+            for name, value in got[0].items():
+                self.assertEqual(value.dtype, torch.bfloat16)
+                self.assertTrue(torch.equal(value, other[name]), name)
+        steps = self.completed_steps(trainers[0])
+        self.assertEqual([s["step"] for s in steps], list(range(1, 21)))
+        self.assertTrue(all(s["applied"] for s in steps))
+        self.assertLess(steps[-1]["loss"], 0.8 * steps[0]["loss"])
+        # Step 1's gradient, emulated: each rank's micro-batches' bf16
+        # gradients widened to fp32 and summed, then over the ranks. Only
+        # the order of the fp32 sums differs: relative 1e-5.
+        model = models.tied_lm().to(torch.bfloat16)
+        x, y = models.token_batch(GLOBAL_BATCH)
+        total = {n: torch.zeros(p.shape) for n, p in model.named_parameters()}
+        for rank in range(4):
+            samples = list(range(rank, GLOBAL_BATCH, 4))
+            for chunk in (samples[0::2], samples[1::2]):
+                model.zero_grad()
+                models.summed_loss(model, x, y, chunk).backward()
+                for n, p in model.named_parameters():
+                    total[n] += p.grad.float()
+        norm = math.sqrt(sum(float((g * g).sum()) for g in total.values()))
+        norm /= GLOBAL_BATCH
+        self.assertLess(abs(steps[0]["grad_norm"] - norm), 1e-5 * norm,
+                        (steps[0]["grad_norm"], norm))
 
 
 if __name__ == "__main__":

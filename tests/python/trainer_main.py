@@ -1,6 +1,6 @@
 """A user's training loop through zshard, as the tests and the demo run it:
 python3 trainer_main.py SOCKET OUT.pt [--log FILE] [--micro-batches N]
-    [--double-backward-at STEP] [--die-in-backward STEP]
+    [--double-backward-at STEP] [--die-in-backward STEP] [--bf16]
 
 Trains models.tied_lm() on models.token_batch() with the global batch the
 daemon gives, then writes the final params (torch.save of the state dict)
@@ -32,8 +32,12 @@ def main():
     parser.add_argument("--micro-batches", type=int, default=1)
     parser.add_argument("--double-backward-at", type=int, default=0)
     parser.add_argument("--die-in-backward", type=int, default=0)
+    parser.add_argument("--bf16", action="store_true",
+                        help="the model in bfloat16")
     args = parser.parse_args()
     model = models.tied_lm()
+    if args.bf16:
+        model = model.to(torch.bfloat16)
     log = open(args.log, "a") if args.log else None
     # The embedding's gradient is the last of a backward pass.
     embed = model.embed.weight

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/worker/device/cuda_ipc.h"
 #include "client/worker/engine/elements.h"
 #include "common/status.h"
 
@@ -90,8 +91,18 @@ absl::Status EngineBuffers::Allocate(bool shared) {
   static std::atomic<int64_t> generations{0};
   shared_ = shared;
   if (shared) shared_layout_.generation = ++generations;
+  // Device memory is shared through CUDA IPC handles of whole allocations
+  // (one per buffer), host memory through memfd segments.
+  const bool ipc = shared && dev.spec().kind == device::DeviceKind::kCuda;
+  if (ipc) shared_layout_.cuda_device = dev.spec().ordinal;
   auto allocate = [&](MemoryCategory c, int64_t bytes) {
-    return shared ? dev.AllocateShared(c, bytes) : dev.Allocate(c, bytes);
+    return shared && !ipc ? dev.AllocateShared(c, bytes)
+                          : dev.Allocate(c, bytes);
+  };
+  auto handle = [](const device::Buffer& b) -> absl::StatusOr<std::string> {
+    ZSHARD_ASSIGN_OR_RETURN(device::CudaIpcHandle h,
+                            device::ExportCudaIpcHandle(b.data()));
+    return std::string(h.bytes.begin(), h.bytes.end());
   };
   slot_of_.assign(model_.params.size(), {-1, -1});
   for (size_t bi = 0; bi < plan_.buffers.size(); ++bi) {
@@ -110,8 +121,13 @@ absl::Status EngineBuffers::Allocate(bool shared) {
       SharedBuffers::Buffer view;
       view.key = pb.key;
       view.numel = pb.numel;
-      view.param_fd = state.params.shared_fd();
-      view.grad_fd = state.grads.shared_fd();
+      if (ipc) {
+        ZSHARD_ASSIGN_OR_RETURN(view.param_ipc, handle(state.params));
+        ZSHARD_ASSIGN_OR_RETURN(view.grad_ipc, handle(state.grads));
+      } else {
+        view.param_fd = state.params.shared_fd();
+        view.grad_fd = state.grads.shared_fd();
+      }
       for (const plan::ParamSlot& slot : pb.params) {
         view.param_starts.emplace_back(model_.params[slot.param_index].name,
                                        slot.start);

@@ -16,8 +16,10 @@
 namespace zshard::engine {
 
 // A rank's param and grad buffers as another process maps them (the
-// trainer's, client/worker/trainer): one shared segment per buffer, with
-// where each param starts. `generation` changes whenever the buffers do.
+// trainer's, client/worker/trainer): on the host one shared segment per
+// buffer (its fd), on a CUDA device the CUDA IPC handle of each buffer's
+// allocation; with where each param starts and the buckets. `generation`
+// changes whenever the buffers do.
 struct SharedBuffers {
   struct Buffer {
     plan::BufferKey key;
@@ -26,10 +28,15 @@ struct SharedBuffers {
     std::vector<std::pair<std::string, int64_t>> param_starts;
     // [start, end) of each bucket, in bucket order.
     std::vector<std::pair<int64_t, int64_t>> buckets;
-    int param_fd = -1;  // the segments' fds, owned by the buffers
+    int param_fd = -1;  // host: the segments' fds, owned by the buffers
     int grad_fd = -1;
+    // CUDA: the 64 bytes of each allocation's cudaIpcMemHandle_t.
+    std::string param_ipc;
+    std::string grad_ipc;
   };
   int64_t generation = 0;
+  // The CUDA device ordinal of the buffers; -1: host memory.
+  int cuda_device = -1;
   std::vector<Buffer> buffers;
 };
 

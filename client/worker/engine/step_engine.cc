@@ -287,6 +287,15 @@ StepResult StepEngine::Step(Workload& workload, bool stop_requested) {
     report.grad_norm = t.grad_norm;
     report.has_loss = t.has_loss;
     report.loss = t.loss;
+    // Another process reads the params next (a trainer): nothing of the
+    // step may still be in flight on the device.
+    if (report.ok && buffers_->shared_buffers() != nullptr) {
+      const absl::Status synced = buffers_->device().Synchronize();
+      if (!synced.ok()) {
+        report.ok = false;
+        result.status = synced;
+      }
+    }
     workload.StepFinished(report);
   }
   result.telemetry.times.gradients = gradient_seconds;

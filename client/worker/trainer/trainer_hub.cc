@@ -12,6 +12,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
@@ -303,7 +304,8 @@ absl::StatusOr<BackwardDone> TrainerHub::RunBackward(
   if (fd < 0) return absl::FailedPreconditionError("no trainer is attached");
   auto fail = [this](const absl::Status& s) { return Fail(s); };
   if (send_layout) {
-    if (layout.buffers.size() * 2 > device::kMaxPassedFds) {
+    const bool ipc = layout.cuda_device >= 0;
+    if (!ipc && layout.buffers.size() * 2 > device::kMaxPassedFds) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the trainer protocol carries at most ", device::kMaxPassedFds / 2,
           " buffers, this plan has ", layout.buffers.size()));
@@ -319,20 +321,28 @@ absl::StatusOr<BackwardDone> TrainerHub::RunBackward(
       for (const auto& [start, end] : b.buckets) {
         buckets.push_back({start, end});
       }
-      buffers.push_back({{"param_dtype", plan::DTypeName(b.key.param_dtype)},
-                         {"grad_dtype", plan::DTypeName(b.key.grad_dtype)},
-                         {"expert", b.key.expert},
-                         {"numel", b.numel},
-                         {"params", std::move(params)},
-                         {"buckets", std::move(buckets)}});
-      fds.push_back(b.param_fd);
-      fds.push_back(b.grad_fd);
+      nlohmann::json buffer = {
+          {"param_dtype", plan::DTypeName(b.key.param_dtype)},
+          {"grad_dtype", plan::DTypeName(b.key.grad_dtype)},
+          {"expert", b.key.expert},
+          {"numel", b.numel},
+          {"params", std::move(params)},
+          {"buckets", std::move(buckets)}};
+      if (ipc) {
+        buffer["param_ipc"] = absl::BytesToHexString(b.param_ipc);
+        buffer["grad_ipc"] = absl::BytesToHexString(b.grad_ipc);
+      } else {
+        fds.push_back(b.param_fd);
+        fds.push_back(b.grad_fd);
+      }
+      buffers.push_back(std::move(buffer));
     }
-    const absl::Status sent = SendMessage(fd,
-                                          {{"type", "layout"},
-                                           {"generation", layout.generation},
-                                           {"buffers", std::move(buffers)}},
-                                          fds, options_.io_timeout_ms);
+    nlohmann::json message = {{"type", "layout"},
+                              {"generation", layout.generation},
+                              {"buffers", std::move(buffers)}};
+    if (ipc) message["cuda_device"] = layout.cuda_device;
+    const absl::Status sent =
+        SendMessage(fd, message, fds, options_.io_timeout_ms);
     if (!sent.ok()) return fail(sent);
     absl::MutexLock lock(&mu_);
     sent_generation_ = layout.generation;

@@ -17,7 +17,11 @@
 //                                        "expert", "numel",
 //                                        "params": [{"name", "start"}],
 //                                        "buckets": [[start, end], ...]}]}
-//                                     + 2 fds per buffer: params, grads
+//                                     + 2 fds per buffer: params, grads;
+//                                     on a GPU instead "cuda_device": N and
+//                                     per buffer "param_ipc", "grad_ipc":
+//                                     the hex of each allocation's
+//                                     cudaIpcMemHandle_t (no fds)
 //   daemon -> trainer  step           {"step", "rank", "world",
 //                                      "global_batch", "lr", "generation"}
 //   trainer -> daemon  bucket_ready   {"step", "buffer", "bucket"}: every

@@ -1,0 +1,78 @@
+"""The daemon's device buffers in the trainer's process: a CUDA IPC handle
+(the 64 bytes of a cudaIpcMemHandle_t the daemon exported for one buffer's
+allocation) opened with the CUDA runtime through ctypes, and wrapped as a
+torch tensor through __cuda_array_interface__, with no copy.
+
+Needs a CUDA build of torch and a GPU; imported only when a layout carries
+IPC handles (a daemon started with --device cuda[:N])."""
+
+import ctypes
+import ctypes.util
+
+from zshard._protocol import ZshardError
+
+_LAZY_ENABLE_PEER_ACCESS = 1  # cudaIpcMemLazyEnablePeerAccess
+
+
+class _Handle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+def _runtime():
+    names = [ctypes.util.find_library("cudart"), "libcudart.so",
+             "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"]
+    for name in names:
+        if not name:
+            continue
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        lib.cudaSetDevice.argtypes = [ctypes.c_int]
+        lib.cudaIpcOpenMemHandle.argtypes = [
+            ctypes.POINTER(ctypes.c_void_p), _Handle, ctypes.c_uint]
+        lib.cudaIpcCloseMemHandle.argtypes = [ctypes.c_void_p]
+        lib.cudaGetErrorString.restype = ctypes.c_char_p
+        return lib
+    raise ZshardError("the daemon's buffers are on a GPU but the CUDA "
+                      "runtime (libcudart) cannot be loaded here")
+
+
+class DeviceBuffer:
+    """One opened allocation: `tensor` is a uint8 torch tensor over its
+    `nbytes` bytes on cuda:`device`. close() unmaps it (tensors over it must
+    be gone)."""
+
+    def __init__(self, handle_hex, device, nbytes):
+        import torch
+        if not torch.cuda.is_available():
+            raise ZshardError(
+                "the daemon's buffers are on cuda:%d but this torch has no "
+                "CUDA device" % device)
+        raw = bytes.fromhex(handle_hex)
+        if len(raw) != 64:
+            raise ZshardError("a CUDA IPC handle has %d bytes, want 64" %
+                              len(raw))
+        self._cuda = _runtime()
+        self._check(self._cuda.cudaSetDevice(device), "cudaSetDevice")
+        ptr = ctypes.c_void_p()
+        self._check(self._cuda.cudaIpcOpenMemHandle(
+            ctypes.byref(ptr), _Handle(raw), _LAZY_ENABLE_PEER_ACCESS),
+            "cudaIpcOpenMemHandle")
+        self.ptr = ptr.value
+        self.nbytes = nbytes
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,), "typestr": "|u1",
+            "data": (self.ptr, False), "version": 2}
+        self.tensor = torch.as_tensor(self, device="cuda:%d" % device)
+
+    def _check(self, err, what):
+        if err != 0:
+            raise ZshardError("%s failed: %s" % (
+                what, self._cuda.cudaGetErrorString(err).decode()))
+
+    def close(self):
+        if self.ptr is not None:
+            self.tensor = None
+            self._cuda.cudaIpcCloseMemHandle(self.ptr)
+            self.ptr = None
