@@ -109,13 +109,15 @@ void Membership::ProposeLocked(int world) {
     candidates.push_back(
         {id, prev, m.state == MemberState::kSpare, m.join_seq});
   }
-  std::vector<std::string> ranks = AssignRanks(world, std::move(candidates));
+  const RankLayout layout{world, job::InstancesOf(spec_.world, world),
+                          spec_.world.resize};
+  std::vector<std::string> ranks = AssignRanks(layout, std::move(candidates));
   EpochPlan p;
   p.epoch = transition_.next_epoch();
   p.base_epoch = stable.epoch;
   p.world = world;
   p.world_before = stable.world;
-  p.instances = spec_.world.instances;
+  p.instances = layout.instances;
   p.plan_hash = plans_.Hash(world);
   p.reason = ProposalReasonLocked();
   gathered_ = 0;
