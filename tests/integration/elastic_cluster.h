@@ -95,8 +95,9 @@ class ElasticRun {
   std::string Diagnostics();
 
   // The topology each step 1..job().steps ran at, from the "commit"
-  // events ("... world W resume step S ...": steps after S ran at W with
-  // the job's instances; a later commit overrides, as after a rollback).
+  // events ("... world W resume step S ...": steps after S ran at W in
+  // the instances the job's resize policy gives W; a later commit
+  // overrides, as after a rollback).
   // Steps no commit covers take `before` (e.g. the steps a restored
   // checkpoint was trained with), else the first commit's world.
   std::vector<Topology> Schedule(const std::vector<Topology>& before = {});
