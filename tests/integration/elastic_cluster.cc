@@ -52,6 +52,7 @@ nlohmann::json ElasticJob::ToJson() const {
         {"steps", steps},
         {"global_batch", global_batch},
         {"step_delay_ms", step_delay_ms}}}};
+  if (!resize.empty()) spec["world"]["resize"] = resize;
   if (!checkpoint_dir.empty()) {
     spec["checkpoint"] = {{"dir", checkpoint_dir},
                           {"every_steps", checkpoint_every}};

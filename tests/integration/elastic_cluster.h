@@ -28,6 +28,9 @@ struct ElasticJob {
   int instances = 1;
   int min_world = 2;
   int max_world = 4;
+  // world.resize: "keep_d", "keep_i", or "" for the job's default (keep_d
+  // when instances >= 2).
+  std::string resize;
   int64_t steps = 40;
   int64_t step_delay_ms = 50;
   int64_t lease_timeout_ms = 1500;
