@@ -129,6 +129,22 @@ TEST(ResizePolicyTest, KeepDSparesFormAWholeInstanceReceivingOneReplica) {
   }
 }
 
+TEST(ResizePolicyTest, KeepDTargetWorldIsWholeInstances) {
+  Harness h;
+  StartFour(h);
+  auto bad = h.m_->SetTargetWorld(3);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(),
+            "target world 3 must be 0 or a multiple of D=2 in [2, 4] (keep_d)");
+  ASSERT_TRUE(h.m_->SetTargetWorld(2).ok());
+  std::vector<EpochPlan> proposed = Proposed(h.Updates());
+  ASSERT_EQ(proposed.size(), 1u);
+  EXPECT_EQ(proposed[0].world, 2);
+  EXPECT_EQ(proposed[0].instances, 1);
+  EXPECT_EQ(RankNames(proposed[0]), (std::vector<std::string>{"w0", "w1"}));
+  EXPECT_EQ(proposed[0].summary.bytes_moved, 0);
+}
+
 TEST(ResizePolicyTest, KeepIFailureWithoutSpareChangesDAndMoves) {
   job::JobSpec spec = testing::TestJob();
   spec.world.resize = job::ResizePolicy::kKeepI;
