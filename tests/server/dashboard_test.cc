@@ -108,7 +108,7 @@ TEST_F(DashboardTest, ListEventsPagesOldestFirstWithReasons) {
                                       "propose", "commit", "stable", "join"}));
   const std::string& why = events[4].reason();
   EXPECT_NE(why.find("member w1 joined"), std::string::npos) << why;
-  EXPECT_NE(why.find("world 2 = 1 instance(s) of D=2"), std::string::npos)
+  EXPECT_NE(why.find("world 2 = largest multiple of I=2"), std::string::npos)
       << why;
   EXPECT_NE(why.find("member w1 took rank 1"), std::string::npos) << why;
 }
