@@ -84,9 +84,12 @@ void Membership::ReconcileLocked() {
     }
   }
   if (w == 0) {
-    std::string why = absl::StrCat(
-        healthy, " healthy members, world needs ", spec_.world.min, " (",
-        ExplainWorld(0, healthy, spec_.world, target_world_), ")");
+    // The smallest world the policy allows: a multiple of its step >= min.
+    const int step = std::max(1, job::WorldStep(spec_.world));
+    const int need = (spec_.world.min + step - 1) / step * step;
+    std::string why =
+        absl::StrCat(healthy, " healthy members, world needs ", need, " (",
+                     ExplainWorld(0, healthy, spec_.world, target_world_), ")");
     if (why != last_unviable_) EventLocked("waiting", why);
     last_unviable_ = why;
     return;

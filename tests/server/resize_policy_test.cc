@@ -129,6 +129,24 @@ TEST(ResizePolicyTest, KeepDSparesFormAWholeInstanceReceivingOneReplica) {
   }
 }
 
+TEST(ResizePolicyTest, KeepDWaitsForAWholeInstance) {
+  Harness h(testing::TestJob(2, 2, 8));  // D = 4
+  for (int i = 0; i < 3; ++i) h.Join("w" + std::to_string(i));
+  EXPECT_TRUE(Proposed(h.Updates()).empty());
+  std::string waiting;
+  for (const Event& e : h.m_->events()->After(0, 100).events) {
+    if (e.kind == "waiting") waiting = e.reason;
+  }
+  EXPECT_EQ(waiting,
+            "3 healthy members, world needs 4 (no world: no multiple of D=4 "
+            "within [min 2, min(healthy 3, max 8)] (keep_d))");
+  h.Join("w3");
+  std::vector<EpochPlan> proposed = Proposed(h.Updates());
+  ASSERT_EQ(proposed.size(), 1u);
+  EXPECT_EQ(proposed[0].world, 4);
+  EXPECT_EQ(proposed[0].instances, 1);
+}
+
 TEST(ResizePolicyTest, KeepDTargetWorldIsWholeInstances) {
   Harness h;
   StartFour(h);
