@@ -123,7 +123,19 @@ absl::Status ParseWorld(const nlohmann::json& j, WorldSpec& w) {
                           f.Int("instances", 2, 1, kMaxWorld));
   ZSHARD_ASSIGN_OR_RETURN(int64_t min, f.Int("min", 2, 1, kMaxWorld));
   ZSHARD_ASSIGN_OR_RETURN(int64_t max, f.Int("max", 4, 1, kMaxWorld));
+  const ResizePolicy fallback =
+      DefaultResizePolicy(static_cast<int>(instances));
+  ZSHARD_ASSIGN_OR_RETURN(std::string resize,
+                          f.String("resize", ResizePolicyName(fallback), 16));
   ZSHARD_RETURN_IF_ERROR(f.CheckNoUnknown());
+  if (resize == "keep_d") {
+    w.resize = ResizePolicy::kKeepD;
+  } else if (resize == "keep_i") {
+    w.resize = ResizePolicy::kKeepI;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "world.resize '", resize, "' is unknown; known: keep_d, keep_i"));
+  }
   if (min > max) {
     return absl::InvalidArgumentError(absl::StrCat(
         "world.min (", min, ") is greater than world.max (", max, ")"));
@@ -280,6 +292,10 @@ std::string JobSpecToJson(const JobSpec& spec) {
   j["world"] = {{"instances", spec.world.instances},
                 {"min", spec.world.min},
                 {"max", spec.world.max}};
+  // Absent at its default, so that older job files keep their hash.
+  if (spec.world.resize != DefaultResizePolicy(spec.world.instances)) {
+    j["world"]["resize"] = ResizePolicyName(spec.world.resize);
+  }
   j["lease_timeout_ms"] = spec.lease_timeout_ms;
   j["heartbeat_interval_ms"] = spec.heartbeat_interval_ms;
   j["transition_timeout_ms"] = spec.transition_timeout_ms;
@@ -298,10 +314,31 @@ std::string JobSpecToJson(const JobSpec& spec) {
   return j.dump();
 }
 
+const char* ResizePolicyName(ResizePolicy policy) {
+  return policy == ResizePolicy::kKeepD ? "keep_d" : "keep_i";
+}
+
+ResizePolicy DefaultResizePolicy(int instances) {
+  return instances >= 2 ? ResizePolicy::kKeepD : ResizePolicy::kKeepI;
+}
+
+int WorldStep(const WorldSpec& world) {
+  if (world.resize == ResizePolicy::kKeepI || world.instances <= 0) {
+    return world.instances;
+  }
+  return world.max / world.instances;
+}
+
+int InstancesOf(const WorldSpec& world, int w) {
+  if (world.resize == ResizePolicy::kKeepI) return world.instances;
+  const int d = WorldStep(world);
+  return d > 0 && w % d == 0 ? w / d : 0;
+}
+
 plan::PlanOptions JobPlanOptions(const JobSpec& spec, int world) {
   plan::PlanOptions options;
   options.world = world;
-  options.instances = spec.world.instances;
+  options.instances = InstancesOf(spec.world, world);
   options.layout = spec.layout;
   options.layout.max_world = spec.world.max;
   return options;

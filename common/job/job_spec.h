@@ -27,13 +27,45 @@ struct OptimizerSpec {
   LrSchedule lr_schedule;
 };
 
-// World bounds. W is the largest multiple of `instances` in
-// [min, min(healthy members, max)].
+// How the world follows the healthy members (world.resize; DESIGN.md
+// section 6).
+enum class ResizePolicy {
+  // The shard group D = max / instances stays fixed; the world is I' whole
+  // instances of D, I' in [1, instances]. A failed rank with no spare
+  // dissolves its instance (no bytes move); joiners wait as spares until D
+  // of them form a whole instance.
+  kKeepD,
+  // The instance count I = instances stays fixed; W is the largest multiple
+  // of I, so D = W / I changes with the world.
+  kKeepI,
+};
+
+// "keep_d", "keep_i".
+const char* ResizePolicyName(ResizePolicy policy);
+
+// World bounds and the resize policy: the world is the largest W in
+// [min, min(healthy members, max)] that is a multiple of `instances`
+// (keep_i) or of D = max / instances (keep_d).
 struct WorldSpec {
   int instances = 2;  // >= 1, divides max
   int min = 2;        // >= 1
   int max = 4;        // >= min
+  // ParseJobSpec's default is keep_d when instances >= 2 and keep_i when
+  // instances == 1; a WorldSpec made in code is keep_i unless set.
+  ResizePolicy resize = ResizePolicy::kKeepI;
 };
+
+// The resize policy ParseJobSpec gives a world of `instances` when
+// world.resize is absent.
+ResizePolicy DefaultResizePolicy(int instances);
+
+// The step between the worlds the policy allows: `instances` (keep_i) or
+// D = max / instances (keep_d).
+int WorldStep(const WorldSpec& world);
+
+// The instance count of a world of `w` ranks: `instances` (keep_i), or
+// w / D (keep_d; 0 when D does not divide w).
+int InstancesOf(const WorldSpec& world, int w);
 
 enum class WorkloadKind { kIdle, kSynthetic, kRegression, kTrainer };
 
@@ -95,8 +127,9 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& j);
 // Serialises to the JSON form ParseJobSpec reads (a preset stays a preset).
 std::string JobSpecToJson(const JobSpec& spec);
 
-// Plan options for a world of `world` ranks under this job (bucket size
-// fixed by the job's max world).
+// Plan options for a world of `world` ranks under this job: its instance
+// count from the resize policy (InstancesOf), bucket size fixed by the
+// job's max world. The coordinator and every worker derive plans here.
 plan::PlanOptions JobPlanOptions(const JobSpec& spec, int world);
 
 }  // namespace zshard::job

@@ -44,7 +44,7 @@ int Membership::TargetWorldLocked(int* healthy) {
   // Worlds the plan cannot be made for (e.g. expert_parallel not dividing
   // D) are skipped downwards.
   while (w > 0 && plans_.Hash(w).empty()) {
-    w -= spec_.world.instances;
+    w -= job::WorldStep(spec_.world);
     if (w < spec_.world.min) w = 0;
   }
   return w;

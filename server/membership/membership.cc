@@ -301,11 +301,12 @@ void Membership::DrainLocked(Member& m, const std::string& reason,
 
 absl::StatusOr<int> Membership::SetTargetWorld(int world) {
   const job::WorldSpec& w = spec_.world;
-  if (world != 0 &&
-      (world < w.min || world > w.max || world % w.instances != 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("target world ", world, " must be 0 or a multiple of ",
-                     w.instances, " in [", w.min, ", ", w.max, "]"));
+  const int step = job::WorldStep(w);
+  if (world != 0 && (world < w.min || world > w.max || world % step != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "target world ", world, " must be 0 or a multiple of ",
+        w.resize == job::ResizePolicy::kKeepD ? "D=" : "I=", step, " in [",
+        w.min, ", ", w.max, "] (", job::ResizePolicyName(w.resize), ")"));
   }
   Change lock(this);
   target_world_ = world;

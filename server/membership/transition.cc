@@ -85,9 +85,12 @@ void Membership::ReconcileLocked() {
     }
   }
   if (w == 0) {
-    std::string why = absl::StrCat(
-        healthy, " healthy members, world needs ", spec_.world.min, " (",
-        ExplainWorld(0, healthy, spec_.world, target_world_), ")");
+    // The smallest world the policy allows: a multiple of its step >= min.
+    const int step = std::max(1, job::WorldStep(spec_.world));
+    const int need = (spec_.world.min + step - 1) / step * step;
+    std::string why =
+        absl::StrCat(healthy, " healthy members, world needs ", need, " (",
+                     ExplainWorld(0, healthy, spec_.world, target_world_), ")");
     if (why != last_unviable_) EventLocked("waiting", why);
     last_unviable_ = why;
     return;
@@ -110,13 +113,15 @@ void Membership::ProposeLocked(int world) {
     candidates.push_back(
         {id, prev, m.state == MemberState::kSpare, m.join_seq});
   }
-  std::vector<std::string> ranks = AssignRanks(world, std::move(candidates));
+  const RankLayout layout{world, job::InstancesOf(spec_.world, world),
+                          spec_.world.resize};
+  std::vector<std::string> ranks = AssignRanks(layout, std::move(candidates));
   EpochPlan p;
   p.epoch = transition_.next_epoch();
   p.base_epoch = stable.epoch;
   p.world = world;
   p.world_before = stable.world;
-  p.instances = spec_.world.instances;
+  p.instances = layout.instances;
   p.plan_hash = plans_.Hash(world);
   p.reason = ProposalReasonLocked();
   gathered_ = 0;

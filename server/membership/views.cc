@@ -36,7 +36,8 @@ ClusterView Membership::View() {
   v.transitioning = transition_.phase() != TransitionPhase::kStable;
   v.pending_epoch = transition_.pending_epoch();
   v.world = committed.world;
-  v.instances = spec_.world.instances;
+  v.instances =
+      committed.epoch > 0 ? committed.instances : spec_.world.instances;
   v.plan_hash = committed.plan_hash;
   v.min_world = spec_.world.min;
   v.max_world = spec_.world.max;

@@ -32,6 +32,28 @@ const Event* Last(const std::vector<Event>& events,
   return nullptr;
 }
 
+// Which resize policy applies, why, and what it does.
+std::string PolicySentence(const job::WorldSpec& world) {
+  const job::ResizePolicy fallback = job::DefaultResizePolicy(world.instances);
+  const std::string why =
+      world.resize == fallback
+          ? absl::StrCat("the default when world.instances ",
+                         world.instances >= 2 ? ">= 2" : "== 1")
+          : "set by world.resize";
+  if (world.resize == job::ResizePolicy::kKeepD) {
+    return absl::StrCat(
+        "World policy keep_d (", why,
+        "): D = max / instances = ", job::WorldStep(world),
+        " stays fixed and whole instances come and go (1 to ", world.instances,
+        "); a failed rank with no spare dissolves its instance, whose "
+        "healthy ranks become spares, and no bytes move; joiners wait as "
+        "spares until D of them form a whole instance.");
+  }
+  return absl::StrCat("World policy keep_i (", why, "): I = ", world.instances,
+                      " stays fixed and D = W / I follows the world, so a "
+                      "change of world moves most of the state.");
+}
+
 }  // namespace
 
 std::vector<std::string> ExplainCluster(const ClusterView& view,
@@ -65,6 +87,9 @@ std::vector<std::string> ExplainCluster(const ClusterView& view,
         view.instances > 0 ? view.world / view.instances : view.world,
         " rank(s) each."));
   }
+  const bool keep_d = world.resize == job::ResizePolicy::kKeepD;
+  const int step = job::WorldStep(world);
+  out.push_back(PolicySentence(world));
   int chosen = ChooseWorld(healthy, world, view.target_world);
   out.push_back(absl::StrCat(
       "With ", healthy, " healthy member(s) the policy ", "gives ",
@@ -72,16 +97,20 @@ std::vector<std::string> ExplainCluster(const ClusterView& view,
   if (!ranks.empty()) {
     out.push_back(absl::StrCat(
         "Ranks: ", ListNames(ranks),
-        "; survivors keep their ranks and a spare takes a failed rank's slot, "
-        "so the fewest bytes move."));
+        keep_d ? "; survivors keep their shard ranks, whole instances stay "
+                 "together and a spare takes a failed rank's slot, so the "
+                 "fewest bytes move."
+               : "; survivors keep their ranks and a spare takes a failed "
+                 "rank's slot, so the fewest bytes move."));
   }
   if (spares.empty()) {
     out.push_back("There are no spares.");
   } else {
     out.push_back(absl::StrCat(
         spares.size(), " spare(s): ", ListNames(spares),
-        "; they are healthy members beyond the world (a multiple of I=",
-        world.instances, ", at most max ", world.max,
+        "; they are healthy members beyond the world (",
+        keep_d ? "whole instances of D=" : "a multiple of I=", step,
+        ", at most max ", world.max,
         "), hold no shard and take over a failed rank at once."));
   }
   if (!gone.empty()) {

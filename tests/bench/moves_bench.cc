@@ -5,24 +5,28 @@
 // keep_i: W is the largest multiple of I; keep_d: D stays and whole
 // instances come and go), `failure-no-spare` (rank 1 dies, no spare),
 // `join-one` (one newcomer) and `join-instance` (D newcomers). Eight ranks
-// per node label. The policy's worlds and ranks are modelled here, with the
-// planner's real plans and moves; the coordinator runs keep_i.
+// per node label. The policy's worlds and ranks are the coordinator's own
+// (ChooseWorld, AssignRanks), the plans and moves the planner's.
 //   zshard-moves-bench [--preset NAME] [--world W] [--instances I]
 //                      [--scenario S] [--policy keep_i|keep_d]
 //                      [--iterations N] [--output text|json]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "common/flags.h"
+#include "common/job/job_spec.h"
 #include "common/plan/moves.h"
 #include "common/plan/ownership.h"
 #include "common/plan/plan.h"
 #include "common/plan/presets.h"
 #include "common/status.h"
+#include "server/membership/world_policy.h"
 
 ABSL_FLAG(std::string, preset, "llama2-70b", "the preset model");
 ABSL_FLAG(int, world, 1024, "ranks before the change");
@@ -104,41 +108,60 @@ struct Change {
   std::vector<std::string> alive;
 };
 
-Change PolicyChange(const std::string& scenario, const std::string& policy,
-                    const zp::PlanOptions& before,
-                    const std::vector<zp::Member>& members) {
+// The scenario's world and ranks as the coordinator chooses them
+// (ChooseWorld and AssignRanks of server/membership/world_policy.h). The
+// job's world spec: keep_i keeps I = --instances, at most the layout's max
+// world; keep_d keeps D = --world / --instances, at most --instances
+// instances (join-instance: one more, as after an earlier failure
+// dissolved one; the D newcomers form it).
+absl::StatusOr<Change> PolicyChange(const std::string& scenario,
+                                    const std::string& policy,
+                                    const zp::PlanOptions& before,
+                                    const std::vector<zp::Member>& members) {
   const int world = before.world;
   const int instances = before.instances;
   const int d = world / instances;
+  zshard::job::WorldSpec spec;
+  spec.min = 1;
+  if (policy == "keep_d") {
+    spec.resize = zshard::job::ResizePolicy::kKeepD;
+    spec.instances = instances + (scenario == "join-instance" ? 1 : 0);
+    spec.max = spec.instances * d;
+  } else {
+    spec.resize = zshard::job::ResizePolicy::kKeepI;
+    spec.instances = instances;
+    spec.max = before.layout.max_world;
+  }
+  std::map<std::string, zp::Member> by_id;
+  std::vector<zshard::server::RankCandidate> candidates;
   Change c;
   c.options = before;
-  c.members = members;
-  for (const zp::Member& m : members) c.alive.push_back(m.id);
-  if (scenario == "failure-no-spare") {
-    c.alive.erase(c.alive.begin() + 1);
-    if (policy == "keep_d") {
-      // Instance 0 dissolves (its healthy ranks become spares); the other
-      // instances keep their shard ranks and are renumbered.
-      c.options.world = world - d;
-      c.options.instances = instances - 1;
-      c.members.assign(members.begin() + d, members.end());
-    } else {
-      // W drops to the next multiple of I (D shrinks by one); survivors
-      // keep their ranks where they fit, the first displaced one fills
-      // rank 1, as the coordinator assigns them.
-      c.options.world = world - instances;
-      c.members.resize(c.options.world);
-      c.members[1] = members[c.options.world];
-    }
-  } else if (scenario == "join-one") {
-    // W + 1 is no multiple of I, and no whole instance forms: under both
-    // policies the newcomer waits as a spare.
-  } else if (scenario == "join-instance") {
-    const std::vector<zp::Member> fresh = Members(world, d);
-    c.members.insert(c.members.end(), fresh.begin(), fresh.end());
-    c.options.world = world + d;
-    // keep_d: one more instance of D; keep_i: the same I, D grows.
-    if (policy == "keep_d") c.options.instances = instances + 1;
+  for (int r = 0; r < world; ++r) {
+    by_id[members[r].id] = members[r];
+    if (scenario == "failure-no-spare" && r == 1) continue;  // rank 1 dies
+    c.alive.push_back(members[r].id);
+    candidates.push_back({members[r].id, r, false, r});
+  }
+  const int joiners =
+      scenario == "join-one" ? 1 : (scenario == "join-instance" ? d : 0);
+  const std::vector<zp::Member> fresh = Members(world, joiners);
+  for (int j = 0; j < joiners; ++j) {
+    by_id[fresh[j].id] = fresh[j];
+    candidates.push_back({fresh[j].id, -1, false, world + j});
+  }
+  const int healthy = static_cast<int>(candidates.size());
+  c.options.world = zshard::server::ChooseWorld(healthy, spec, 0);
+  c.options.instances = zshard::job::InstancesOf(spec, c.options.world);
+  if (c.options.world == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no world for ", healthy,
+        " members: ", zshard::server::ExplainWorld(0, healthy, spec, 0)));
+  }
+  const zshard::server::RankLayout layout{c.options.world, c.options.instances,
+                                          spec.resize};
+  for (const std::string& id :
+       zshard::server::AssignRanks(layout, std::move(candidates))) {
+    c.members.push_back(by_id.at(id));
   }
   return c;
 }
@@ -174,10 +197,12 @@ int main(int argc, char** argv) {
   std::vector<std::string> alive;
   for (const zp::Member& m : before_members) alive.push_back(m.id);
   if (scenario != "failure" && scenario != "join") {
-    Change c = PolicyChange(scenario, policy, before_options, before_members);
-    after_options = c.options;
-    after_members = std::move(c.members);
-    alive = std::move(c.alive);
+    absl::StatusOr<Change> c =
+        PolicyChange(scenario, policy, before_options, before_members);
+    if (!c.ok()) return Fail(c.status());
+    after_options = c->options;
+    after_members = std::move(c->members);
+    alive = std::move(c->alive);
   } else if (scenario == "failure") {
     after_members[1] = {"spare", "n-spare"};
     alive.erase(alive.begin() + 1);

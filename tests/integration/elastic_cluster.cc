@@ -52,6 +52,7 @@ nlohmann::json ElasticJob::ToJson() const {
         {"steps", steps},
         {"global_batch", global_batch},
         {"step_delay_ms", step_delay_ms}}}};
+  if (!resize.empty()) spec["world"]["resize"] = resize;
   if (!checkpoint_dir.empty()) {
     spec["checkpoint"] = {{"dir", checkpoint_dir},
                           {"every_steps", checkpoint_every}};
@@ -199,6 +200,12 @@ std::vector<Topology> ElasticRun::Schedule(
     const std::vector<Topology>& before) {
   static const std::regex kCommit(R"(world ([0-9]+) resume step ([0-9]+))");
   const size_t steps = static_cast<size_t>(job_.steps);
+  // The instance count of a world under the job's resize policy.
+  absl::StatusOr<job::JobSpec> spec = job_.Spec();
+  auto topology = [&](int world) {
+    return Topology{world, spec.ok() ? job::InstancesOf(spec->world, world)
+                                     : job_.instances};
+  };
   std::vector<Topology> by_step(steps, Topology{0, job_.instances});
   for (size_t t = 0; t < before.size() && t < steps; ++t)
     by_step[t] = before[t];
@@ -208,12 +215,12 @@ std::vector<Topology> ElasticRun::Schedule(
     const int world = std::stoi(match[1].str());
     const size_t resume = std::stoul(match[2].str());
     for (size_t t = resume; t < steps; ++t) {
-      by_step[t] = Topology{world, job_.instances};
+      by_step[t] = topology(world);
     }
   }
   // Steps before the first commit's resume step without `before`: the
   // first world seen.
-  Topology first{job_.max_world, job_.instances};
+  Topology first = topology(job_.max_world);
   for (const Topology& t : by_step) {
     if (t.world > 0) {
       first = t;

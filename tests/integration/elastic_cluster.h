@@ -28,6 +28,9 @@ struct ElasticJob {
   int instances = 1;
   int min_world = 2;
   int max_world = 4;
+  // world.resize: "keep_d", "keep_i", or "" for the job's default (keep_d
+  // when instances >= 2).
+  std::string resize;
   int64_t steps = 40;
   int64_t step_delay_ms = 50;
   int64_t lease_timeout_ms = 1500;
@@ -95,8 +98,9 @@ class ElasticRun {
   std::string Diagnostics();
 
   // The topology each step 1..job().steps ran at, from the "commit"
-  // events ("... world W resume step S ...": steps after S ran at W with
-  // the job's instances; a later commit overrides, as after a rollback).
+  // events ("... world W resume step S ...": steps after S ran at W in
+  // the instances the job's resize policy gives W; a later commit
+  // overrides, as after a rollback).
   // Steps no commit covers take `before` (e.g. the steps a restored
   // checkpoint was trained with), else the first commit's world.
   std::vector<Topology> Schedule(const std::vector<Topology>& before = {});

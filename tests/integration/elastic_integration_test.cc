@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/integration/elastic_cluster.h"
@@ -112,6 +113,116 @@ TEST(ElasticIntegrationTest, SpareTakesOverAKilledRankMovingOnlyItsShard) {
       << run.WorkerLog(spare);
   EXPECT_FALSE(LogContains(run.cluster().WorkerLog(spare), " step=1 "))
       << run.WorkerLog(spare);
+  ExpectReferenceMasters(run, 4);
+}
+
+// keep_d (the default at I = 2): W = 4 in two instances of D = 2, four
+// workers and no spare; kill -9 rank 1: its instance dissolves (rank 0
+// becomes a spare), the other instance holds a whole replica, so training
+// goes on at W = 2 (I' = 1) with zero bytes moved and ends at the reference
+// masters.
+TEST(ElasticIntegrationTest, KeepDFailureWithoutSpareDropsAnInstance) {
+  ElasticJob job;
+  job.instances = 2;
+  job.min_world = 2;
+  job.max_world = 4;
+  job.steps = 60;
+  auto spec = job.Spec();
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->world.resize, job::ResizePolicy::kKeepD);
+  ElasticRun run(job);
+  ASSERT_TRUE(run.Start().ok());
+  const std::vector<std::string> names = WorkerNames(4);
+  ASSERT_TRUE(run.StartWorkers(names).ok());
+  auto before = run.WaitForRanksAtStep(4, 10, kStartMs);
+  ASSERT_TRUE(before.ok()) << before.status() << "\n" << run.Diagnostics();
+  ASSERT_EQ(before->instances(), 2);
+  const std::string dissolved = HolderOf(*before, 0);
+  const std::string victim = HolderOf(*before, 1);
+  const std::vector<std::string> kept = {HolderOf(*before, 2),
+                                         HolderOf(*before, 3)};
+  ASSERT_FALSE(victim.empty());
+  const int64_t seq = LastSeq(run.Events());
+  run.cluster().worker(victim)->Signal(SIGKILL);
+
+  auto stable = run.WaitForEvent("stable", seq, job.lease_timeout_ms + 30000);
+  ASSERT_TRUE(stable.ok()) << stable.status() << "\n" << run.Diagnostics();
+  ExpectExitedZero(run, Without(names, victim));
+
+  const std::vector<v1::Event> events = run.Events();
+  const std::vector<v1::Event> proposes = EventsOfKind(events, "propose", seq);
+  ASSERT_EQ(proposes.size(), 1u) << DescribeEvents(events);
+  EXPECT_TRUE(
+      absl::StrContains(proposes[0].reason(), "world 2 = 1 instance(s) of D=2"))
+      << proposes[0].reason();
+  const std::vector<v1::Event> moves = EventsOfKind(events, "moves", seq);
+  ASSERT_EQ(moves.size(), 1u) << DescribeEvents(events);
+  EXPECT_EQ(BytesInReason(moves[0].reason()), 0) << moves[0].reason();
+  EXPECT_EQ(LowerBoundInReason(moves[0].reason()), 0) << moves[0].reason();
+  EXPECT_TRUE(EventsOfKind(events, "rollback", seq).empty())
+      << DescribeEvents(events);
+  // The whole instance ran to the end; the dissolved half waited as a
+  // spare.
+  for (const std::string& name : kept) {
+    EXPECT_TRUE(LogContains(run.cluster().WorkerLog(name),
+                            absl::StrCat(" step=", job.steps, " ")))
+        << run.WorkerLog(name);
+  }
+  EXPECT_FALSE(LogContains(run.cluster().WorkerLog(dissolved),
+                           absl::StrCat(" step=", job.steps, " ")))
+      << run.WorkerLog(dissolved);
+  ExpectReferenceMasters(run, 2);
+}
+
+// keep_d: after a failure without a spare dissolved an instance (W 4 -> 2,
+// its survivor a spare), one joiner makes D = 2 spares: they form a whole
+// new instance (W 2 -> 4, I' 1 -> 2) that receives exactly one replica's
+// worth of state from the other, and training ends at the reference.
+TEST(ElasticIntegrationTest, KeepDSparesFormANewInstanceWithOneReplica) {
+  ElasticJob job;
+  job.instances = 2;
+  job.min_world = 2;
+  job.max_world = 4;
+  job.steps = 200;
+  ElasticRun run(job);
+  ASSERT_TRUE(run.Start().ok());
+  const std::vector<std::string> names = WorkerNames(4);
+  ASSERT_TRUE(run.StartWorkers(names).ok());
+  auto before = run.WaitForRanksAtStep(4, 10, kStartMs);
+  ASSERT_TRUE(before.ok()) << before.status() << "\n" << run.Diagnostics();
+  const std::string dissolved = HolderOf(*before, 0);
+  const std::string victim = HolderOf(*before, 1);
+  ASSERT_FALSE(victim.empty());
+  int64_t seq = LastSeq(run.Events());
+  run.cluster().worker(victim)->Signal(SIGKILL);
+  auto shrunk = run.WaitForEvent("stable", seq, job.lease_timeout_ms + 30000);
+  ASSERT_TRUE(shrunk.ok()) << shrunk.status() << "\n" << run.Diagnostics();
+  auto two = run.probe().Status();
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(two->world(), 2) << two->ShortDebugString();
+  ASSERT_EQ(two->instances(), 1);
+
+  seq = LastSeq(run.Events());
+  ASSERT_TRUE(run.StartWorker("w4").ok());
+  auto grown = run.WaitForRanksAtStep(4, MinRankedStep(*two), kStartMs);
+  ASSERT_TRUE(grown.ok()) << grown.status() << "\n" << run.Diagnostics();
+  EXPECT_EQ(grown->instances(), 2);
+  EXPECT_EQ(HolderOf(*grown, 2), dissolved);
+  EXPECT_EQ(HolderOf(*grown, 3), "w4");
+  std::vector<std::string> alive = Without(names, victim);
+  alive.push_back("w4");
+  ExpectExitedZero(run, alive);
+
+  const std::vector<v1::Event> events = run.Events();
+  const std::vector<v1::Event> moves = EventsOfKind(events, "moves", seq);
+  ASSERT_EQ(moves.size(), 1u) << DescribeEvents(events);
+  int64_t replica = 0;
+  for (int64_t n : job.param_sizes) replica += 12 * n;
+  EXPECT_EQ(BytesInReason(moves[0].reason()), replica) << moves[0].reason();
+  EXPECT_EQ(LowerBoundInReason(moves[0].reason()), replica)
+      << moves[0].reason();
+  EXPECT_TRUE(EventsOfKind(events, "rollback").empty())
+      << DescribeEvents(events);
   ExpectReferenceMasters(run, 4);
 }
 

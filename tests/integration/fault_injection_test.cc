@@ -365,9 +365,12 @@ TEST_P(FaultInjectionTest, Trial) {
       return;
     }
     case Scenario::kDuringMove: {
+      // keep_i: world 2 is two replicas (D = 1), so a kill during the
+      // move to world 4 always leaves a holder.
       job.instances = 2;
       job.min_world = 2;
       job.max_world = 4;
+      job.resize = "keep_i";
       ElasticRun run(job);
       injected = DuringMove(run);
       Conclude(run, injected);

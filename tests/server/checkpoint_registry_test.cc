@@ -167,8 +167,10 @@ TEST(CheckpointRegistryTest, RestoreMakesTheFirstEpochLoadEverything) {
   EXPECT_EQ(p.base_epoch, 0);
   ASSERT_TRUE(p.restore.active());
   EXPECT_EQ(p.restore.step, 30);
-  // I = 2: both instances load a full copy.
-  EXPECT_EQ(p.summary.bytes_moved, 2 * 12 * (1000 + 2100));
+  // keep_d (the default at I = 2): world 2 is one instance of D = 2, which
+  // loads one full copy.
+  EXPECT_EQ(p.instances, 1);
+  EXPECT_EQ(p.summary.bytes_moved, 12 * (1000 + 2100));
   ASSERT_TRUE(m->AckPrepared(j0.worker_id, j0.token, p.epoch, 0, false).ok());
   ASSERT_TRUE(m->AckPrepared(j1.worker_id, j1.token, p.epoch, 0, false).ok());
   EXPECT_EQ(m->CommittedPlan().resume_step, 30);

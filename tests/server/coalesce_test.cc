@@ -12,8 +12,10 @@ namespace {
 
 using testing::Harness;
 
+// keep_i: the world grows by I = 2 with each pair of joiners.
 job::JobSpec SettleJob(int64_t settle_ms, int max_world) {
   job::JobSpec spec = testing::TestJob(2, 2, max_world);
+  spec.world.resize = job::ResizePolicy::kKeepI;
   spec.transition_settle_ms = settle_ms;
   return spec;
 }

@@ -20,10 +20,18 @@ namespace zshard::server::testing {
 
 class CoordinatorFixture : public ::testing::Test {
  protected:
+  // TestJob with world.resize keep_i: world 2 is I = 2 instances of D = 1
+  // (two replicas), as the adapter tests expect.
+  static job::JobSpec FixtureJob() {
+    job::JobSpec spec = TestJob();
+    spec.world.resize = job::ResizePolicy::kKeepI;
+    return spec;
+  }
+
   void StartCoordinator(CoordinatorOptions options = {}) {
     options.listen = "127.0.0.1:0";
     options.clock = &clock_;
-    auto c = Coordinator::Start(TestJob(), std::move(options));
+    auto c = Coordinator::Start(FixtureJob(), std::move(options));
     ASSERT_TRUE(c.ok()) << c.status();
     coordinator_ = *std::move(c);
     channel_ = grpc::CreateChannel(coordinator_->address(),

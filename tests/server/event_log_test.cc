@@ -83,8 +83,9 @@ TEST(MembershipEventsTest, ReasonsNameTheCauseAndSurviveARestart) {
     for (const Event& e : page.events) {
       if (e.kind == "propose") {
         proposed = true;
-        EXPECT_NE(e.reason.find("world 2 = largest multiple of I=2 within "
-                                "[min 2, min(healthy 2, max 4)]"),
+        EXPECT_NE(e.reason.find("world 2 = 1 instance(s) of D=2 within "
+                                "[min 2, min(healthy 2, max 4)] (keep_d: D "
+                                "fixed)"),
                   std::string::npos)
             << e.reason;
       }

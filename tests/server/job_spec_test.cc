@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "common/job/workload_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -85,6 +86,46 @@ TEST(JobSpecTest, LrScheduleRoundTrips) {
       ParseJobSpec(R"({"name": "j", "model": {"preset": "gpt2-small"}})");
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(JobSpecToJson(*plain).find("lr_schedule"), std::string::npos);
+}
+
+TEST(JobSpecTest, ResizePolicyDefaultsByInstancesAndRoundTrips) {
+  auto parse = [](const std::string& world) {
+    return ParseJobSpec(absl::StrCat(
+        R"({"name": "j", "model": {"preset": "gpt2-small"}, "world": )", world,
+        "}"));
+  };
+  absl::StatusOr<JobSpec> two = parse(R"({"instances": 2, "max": 8})");
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->world.resize, ResizePolicy::kKeepD);
+  EXPECT_EQ(WorldStep(two->world), 4);
+  EXPECT_EQ(InstancesOf(two->world, 4), 1);
+  EXPECT_EQ(InstancesOf(two->world, 8), 2);
+  EXPECT_EQ(InstancesOf(two->world, 6), 0);
+  EXPECT_EQ(JobPlanOptions(*two, 4).instances, 1);
+  EXPECT_EQ(JobPlanOptions(*two, 4).layout.max_world, 8);
+  // The default is not written, so older files keep their form.
+  EXPECT_EQ(JobSpecToJson(*two).find("resize"), std::string::npos);
+  absl::StatusOr<JobSpec> one = parse(R"({"instances": 1, "max": 8})");
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->world.resize, ResizePolicy::kKeepI);
+  EXPECT_EQ(WorldStep(one->world), 1);
+  EXPECT_EQ(InstancesOf(one->world, 5), 1);
+  absl::StatusOr<JobSpec> keep_i =
+      parse(R"({"instances": 2, "max": 8, "resize": "keep_i"})");
+  ASSERT_TRUE(keep_i.ok()) << keep_i.status();
+  EXPECT_EQ(keep_i->world.resize, ResizePolicy::kKeepI);
+  EXPECT_EQ(WorldStep(keep_i->world), 2);
+  EXPECT_EQ(JobPlanOptions(*keep_i, 4).instances, 2);
+  absl::StatusOr<JobSpec> again = ParseJobSpec(JobSpecToJson(*keep_i));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->world.resize, ResizePolicy::kKeepI);
+  absl::StatusOr<JobSpec> keep_d =
+      parse(R"({"instances": 1, "min": 4, "max": 4, "resize": "keep_d"})");
+  ASSERT_TRUE(keep_d.ok()) << keep_d.status();
+  EXPECT_EQ(keep_d->world.resize, ResizePolicy::kKeepD);
+  again = ParseJobSpec(JobSpecToJson(*keep_d));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->world.resize, ResizePolicy::kKeepD);
 }
 
 TEST(JobSpecTest, RoundTripsThroughJson) {
@@ -180,6 +221,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "world.instances must be in [1, 65536]"},
         BadCase{R"({"name": "j", )" M R"(, "world": 4})",
                 "world must be an object"},
+        BadCase{R"({"name": "j", )" M R"(, "world": {"resize": "keep"}})",
+                "world.resize 'keep' is unknown; known: keep_d, keep_i"},
+        BadCase{R"({"name": "j", )" M R"(, "world": {"resize": 1}})",
+                "world.resize must be a string"},
         BadCase{R"({"name": "j", )" M R"(, "lease_timeout_ms": -1})",
                 "lease_timeout_ms must be in"},
         BadCase{R"({"name": "j", )" M

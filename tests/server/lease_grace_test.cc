@@ -28,6 +28,7 @@ TEST(LeaseGraceTest, AHeartbeatIsAnsweredWhileAProposalIsPlanned) {
     release.WaitForNotification();
   };
   job::JobSpec spec = testing::TestJob(2, 2, 8);
+  spec.world.resize = job::ResizePolicy::kKeepI;  // worlds 2, 4, 6, 8
   spec.transition_settle_ms = 100;
   Harness h(spec, nullptr, options);
   testing::Session a = h.Join("a");

@@ -190,7 +190,11 @@ TEST(MembershipTest, FailureAfterCommitProposesFromTheStableEpoch) {
 }
 
 TEST(MembershipTest, SilentSuspectIsDeadAtOnce) {
-  Harness h;
+  // keep_i: world 2 of 3 members is two replicas (D=1), so w1's ranges
+  // survive its death and w2 takes its rank.
+  job::JobSpec spec = testing::TestJob();
+  spec.world.resize = job::ResizePolicy::kKeepI;
+  Harness h(spec);
   for (int i = 0; i < 3; ++i) h.Join("w" + std::to_string(i));
   h.Settle();
   h.clock_.AdvanceMs(2500);  // > suspect window (2 heartbeats), < lease

@@ -48,14 +48,39 @@ TEST(ExplainWorldTest, NamesThePolicyInputs) {
   world.max = 4;
   EXPECT_EQ(ExplainWorld(ChooseWorld(5, world, 0), 5, world, 0),
             "world 4 = largest multiple of I=2 within [min 2, min(healthy 5, "
-            "max 4)]");
+            "max 4)] (keep_i: I fixed, D = W / I follows the world)");
   EXPECT_EQ(ExplainWorld(ChooseWorld(3, world, 0), 3, world, 0),
             "world 2 = largest multiple of I=2 within [min 2, min(healthy 3, "
-            "max 4)]");
+            "max 4)] (keep_i: I fixed, D = W / I follows the world)");
   EXPECT_EQ(ExplainWorld(ChooseWorld(1, world, 0), 1, world, 0),
             "no world: no multiple of I=2 within [min 2, min(healthy 1, max "
-            "4)]");
+            "4)] (keep_i)");
   EXPECT_NE(ExplainWorld(2, 5, world, 2).find("target 2"), std::string::npos);
+}
+
+TEST(ExplainWorldTest, KeepDNamesTheShardGroupAndTheSpares) {
+  job::WorldSpec world;
+  world.instances = 4;
+  world.min = 4;
+  world.max = 16;
+  world.resize = job::ResizePolicy::kKeepD;
+  EXPECT_EQ(ExplainWorld(ChooseWorld(11, world, 0), 11, world, 0),
+            "world 8 = 2 instance(s) of D=4 within [min 4, min(healthy 11, "
+            "max 16)] (keep_d: D fixed; 3 healthy spare(s) wait for a whole "
+            "instance)");
+  EXPECT_EQ(ExplainWorld(ChooseWorld(16, world, 0), 16, world, 0),
+            "world 16 = 4 instance(s) of D=4 within [min 4, min(healthy 16, "
+            "max 16)] (keep_d: D fixed)");
+  EXPECT_EQ(ExplainWorld(ChooseWorld(18, world, 0), 18, world, 0),
+            "world 16 = 4 instance(s) of D=4 within [min 4, min(healthy 18, "
+            "max 16)] (keep_d: D fixed; 2 healthy spare(s) are beyond max)");
+  EXPECT_EQ(ExplainWorld(ChooseWorld(18, world, 8), 18, world, 8),
+            "world 8 = 2 instance(s) of D=4 within [min 4, min(healthy 18, "
+            "max 16, target 8)] (keep_d: D fixed; 10 healthy spare(s) are "
+            "beyond the target)");
+  EXPECT_EQ(ExplainWorld(ChooseWorld(3, world, 0), 3, world, 0),
+            "no world: no multiple of D=4 within [min 4, min(healthy 3, max "
+            "16)] (keep_d)");
 }
 
 MemberView Mv(const std::string& name, MemberState state, int rank) {
@@ -86,9 +111,17 @@ TEST(ExplainClusterTest, SaysWhyTheWorldRanksAndSpares) {
   EXPECT_NE(text.find("Epoch 3 runs a world of 2 rank(s) in 2 instance(s)"),
             std::string::npos)
       << text;
+  EXPECT_NE(text.find("World policy keep_i (set by world.resize): I = 2 "
+                      "stays fixed and D = W / I follows the world"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("With 3 healthy member(s) the policy gives world 2 = "
                       "largest multiple of I=2 within [min 2, min(healthy 3, "
-                      "max 2)]."),
+                      "max 2)] (keep_i: I fixed, D = W / I follows the "
+                      "world)."),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("survivors keep their ranks and a spare takes"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("Ranks: 0=w0, 1=w2"), std::string::npos) << text;
@@ -111,6 +144,52 @@ TEST(ExplainClusterTest, SaysWhyTheWorldRanksAndSpares) {
             std::string::npos)
       << text;
   EXPECT_EQ(text.find("last transition"), std::string::npos) << text;
+}
+
+TEST(ExplainClusterTest, SaysKeepDAppliesAndWhy) {
+  ClusterView view;
+  view.epoch = 2;
+  view.world = 2;
+  view.instances = 1;
+  view.members = {
+      Mv("w2", MemberState::kActive, 0), Mv("w3", MemberState::kActive, 1),
+      Mv("w0", MemberState::kSpare, -1), Mv("w1", MemberState::kDead, -1)};
+  job::WorldSpec world;
+  world.instances = 2;
+  world.min = 2;
+  world.max = 4;
+  world.resize = job::ResizePolicy::kKeepD;
+  std::string text = absl::StrJoin(ExplainCluster(view, world, {}, 0), " ");
+  EXPECT_NE(text.find("Epoch 2 runs a world of 2 rank(s) in 1 instance(s) of "
+                      "2 rank(s) each."),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("World policy keep_d (the default when "
+                      "world.instances >= 2): D = max / instances = 2 stays "
+                      "fixed and whole instances come and go (1 to 2); a "
+                      "failed rank with no spare dissolves its instance"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("the policy gives world 2 = 1 instance(s) of D=2 within "
+                      "[min 2, min(healthy 3, max 4)] (keep_d: D fixed; 1 "
+                      "healthy spare(s) wait for a whole instance)."),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("survivors keep their shard ranks, whole instances "
+                      "stay together"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("1 spare(s): w0; they are healthy members beyond the "
+                      "world (whole instances of D=2, at most max 4)"),
+            std::string::npos)
+      << text;
+  world.instances = 1;
+  world.resize = job::ResizePolicy::kKeepI;
+  text = absl::StrJoin(ExplainCluster(view, world, {}, 0), " ");
+  EXPECT_NE(text.find("World policy keep_i (the default when world.instances "
+                      "== 1)"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace
