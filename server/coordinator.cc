@@ -24,7 +24,7 @@
 #include "server/service/dashboard_service.h"
 #include "server/service/rendezvous_service.h"
 #include "server/service/worker_service.h"
-#include "server/store/sqlite_state_store.h"
+#include "server/store/store_spec.h"
 
 namespace zshard::server {
 namespace {
@@ -92,9 +92,21 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   if (!c->options_.membership.write_manifest) {
     c->options_.membership.write_manifest = WriteManifestFile;
   }
-  if (!c->options_.state_dir.empty()) {
-    ZSHARD_ASSIGN_OR_RETURN(c->store_,
-                            SqliteStateStore::Open(c->options_.state_dir));
+  std::string store = c->options_.store;
+  if (store.empty() && !c->options_.state_dir.empty()) {
+    store = "sqlite:" + c->options_.state_dir;
+  }
+  if (!store.empty()) {
+    ZSHARD_ASSIGN_OR_RETURN(StoreSpec spec, ParseStoreSpec(store));
+    auto opened = OpenStateStore(spec);
+    if (!opened.ok() && spec.kind == StoreSpec::Kind::kEtcd &&
+        opened.status().code() == absl::StatusCode::kUnavailable) {
+      // Not serving without the store is a start-up refusal, as a held
+      // state dir is.
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot open the store: ", opened.status().message()));
+    }
+    ZSHARD_ASSIGN_OR_RETURN(c->store_, std::move(opened));
   }
   ZSHARD_ASSIGN_OR_RETURN(
       c->membership_,

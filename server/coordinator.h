@@ -34,7 +34,11 @@ class AdminServiceImpl;
 struct CoordinatorOptions {
   // gRPC address; port 0 picks a free port (see Coordinator::port()).
   std::string listen = "127.0.0.1:0";
-  // Directory of coordinator.db; empty keeps state in memory only.
+  // The state store, as --store takes it (sqlite:DIR or
+  // etcd:HOST:PORT[,...]/PREFIX; see store/store_spec.h). Empty: state_dir.
+  std::string store;
+  // Directory of coordinator.db (sqlite:DIR); with store empty too, state
+  // is kept in memory only.
   std::string state_dir;
   // host:port of the Prometheus endpoint; empty: none.
   std::string metrics_listen;
@@ -61,9 +65,10 @@ class Coordinator {
  public:
   // Opens the store (taking its directory's lock), loads or creates the
   // job and starts serving. FailedPrecondition when the job's checkpoint
-  // dir cannot be created or written, or when another coordinator holds
-  // the state dir (naming its pid); InvalidArgument for bad options;
-  // Unavailable when the address cannot be bound.
+  // dir cannot be created or written, when another coordinator holds the
+  // state dir (naming its pid) or when the store cannot be reached (etcd
+  // down: nothing is served without the store); InvalidArgument for bad
+  // options; Unavailable when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<Coordinator>> Start(
       job::JobSpec spec, CoordinatorOptions options);
   ~Coordinator();

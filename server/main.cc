@@ -16,11 +16,15 @@
 #include "common/logging.h"
 #include "server/coordinator.h"
 #include "server/service/checkpoint_convert.h"
+#include "server/store/store_spec.h"
 
 ABSL_FLAG(std::string, job, "", "the job spec (JSON); required");
 ABSL_FLAG(std::string, listen, "", "HOST:PORT of the gRPC services; required");
+ABSL_FLAG(std::string, store, "",
+          "the state store: sqlite:DIR or etcd:HOST:PORT[,HOST:PORT...]/PREFIX;"
+          " this or --state-dir is required");
 ABSL_FLAG(std::string, state_dir, "",
-          "directory of the SQLite state store; required");
+          "directory of the SQLite state store (--store sqlite:DIR)");
 ABSL_FLAG(std::string, metrics_listen, "",
           "HOST:PORT of /metrics and /healthz; empty: none");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of the server");
@@ -37,7 +41,8 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: zshard-coordinator --job JOB.json --listen HOST:PORT "
-    "--state-dir DIR [--metrics-listen HOST:PORT] [--tls-cert F --tls-key F "
+    "(--store sqlite:DIR|etcd:HOST:PORT[,...]/PREFIX | --state-dir DIR) "
+    "[--metrics-listen HOST:PORT] [--tls-cert F --tls-key F "
     "[--tls-client-ca F]] [--admin-token-file F] [--log-format text|json] "
     "[--restore CHECKPOINT_DIR]";
 
@@ -48,20 +53,38 @@ int Fail(int code, const std::string& line) {
 
 zshard::FlagList CoordinatorFlags() {
   using zshard::FlagOf;
-  return {FlagOf(FLAGS_job),           FlagOf(FLAGS_listen),
-          FlagOf(FLAGS_state_dir),     FlagOf(FLAGS_metrics_listen),
-          FlagOf(FLAGS_tls_cert),      FlagOf(FLAGS_tls_key),
-          FlagOf(FLAGS_tls_client_ca), FlagOf(FLAGS_admin_token_file),
-          FlagOf(FLAGS_log_format),    FlagOf(FLAGS_restore)};
+  return {FlagOf(FLAGS_job),
+          FlagOf(FLAGS_listen),
+          FlagOf(FLAGS_store),
+          FlagOf(FLAGS_state_dir),
+          FlagOf(FLAGS_metrics_listen),
+          FlagOf(FLAGS_tls_cert),
+          FlagOf(FLAGS_tls_key),
+          FlagOf(FLAGS_tls_client_ca),
+          FlagOf(FLAGS_admin_token_file),
+          FlagOf(FLAGS_log_format),
+          FlagOf(FLAGS_restore)};
 }
 
 // The required flags are given and the addresses are HOST:PORT.
 absl::Status CheckFlags(const zshard::ParsedCommandLine& parsed) {
-  for (const absl::Flag<std::string>* required :
-       {&FLAGS_job, &FLAGS_listen, &FLAGS_state_dir}) {
+  for (const absl::Flag<std::string>* required : {&FLAGS_job, &FLAGS_listen}) {
     if (!parsed.Given(*required)) {
       return absl::InvalidArgumentError(
           absl::StrCat("flag ", zshard::FlagName(*required), " is required"));
+    }
+  }
+  if (parsed.Given(FLAGS_store) == parsed.Given(FLAGS_state_dir)) {
+    return absl::InvalidArgumentError(
+        "give one of --store and --state-dir (--state-dir DIR is --store "
+        "sqlite:DIR)");
+  }
+  if (parsed.Given(FLAGS_store)) {
+    absl::Status spec =
+        zshard::server::ParseStoreSpec(absl::GetFlag(FLAGS_store)).status();
+    if (!spec.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --store: ", spec.message()));
     }
   }
   for (const absl::Flag<std::string>* address :
@@ -121,6 +144,7 @@ int main(int argc, char** argv) {
   }
   zshard::server::CoordinatorOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
+  options.store = absl::GetFlag(FLAGS_store);
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   struct FileFlag {
