@@ -1,0 +1,132 @@
+// The coordinator on each store with real processes: a job runs, the
+// coordinator is killed with SIGKILL and restarted on the same store (the
+// same etcd prefix), and the job goes on in the same epoch with the same
+// members and ranks and completes. And what zshard-coordinator refuses at
+// start about --store (exit status 2, one line): a malformed spec, an empty
+// prefix, an unreachable etcd.
+#include <signal.h>
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/process_cluster.h"
+#include "tests/testing/etcd_server.h"
+#include "tests/testing/free_port.h"
+#include "tests/testing/log_scan.h"
+
+namespace zshard::testing {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+enum class Store { kSqlite, kEtcd };
+
+class StoreRestartTest : public ::testing::TestWithParam<Store> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Store::kEtcd) {
+      if (EtcdServer::Binary().empty()) {
+        GTEST_SKIP() << "etcd is not installed (deploy/install-deps.sh)";
+      }
+      auto etcd = EtcdServer::Start();
+      ASSERT_TRUE(etcd.ok()) << etcd.status();
+      etcd_ = *std::move(etcd);
+      flags_ = {"--store", "etcd:" + etcd_->endpoint() + "/zshard/itest"};
+    }
+  }
+
+  std::unique_ptr<EtcdServer> etcd_;
+  std::vector<std::string> flags_;
+  ProcessCluster cluster_;
+};
+
+TEST_P(StoreRestartTest, KilledCoordinatorRestartsOnItsStoreAndTheJobEnds) {
+  TestJob job;
+  job.steps = 400;  // 8 s at 20 ms a step: the restart happens mid-job
+  ASSERT_TRUE(cluster_.StartCoordinator(job, flags_).ok());
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(cluster_.StartWorker("w" + std::to_string(i)).ok());
+  }
+  auto before = cluster_.WaitForStatus(
+      [](const json& s) {
+        return IsStableWorld(s, 4, 0) && FindMember(s, "w0")["step"] > 5;
+      },
+      20000);
+  ASSERT_TRUE(before.ok()) << before.status();
+
+  cluster_.coordinator()->Signal(SIGKILL);
+  ASSERT_TRUE(cluster_.coordinator()->Wait(5000).has_value());
+  ASSERT_TRUE(cluster_.RestartCoordinator().ok());
+  auto after = cluster_.WaitForStatus(
+      [](const json& s) { return IsStableWorld(s, 4, 0); }, 10000);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ((*after)["epoch"], (*before)["epoch"]);
+  EXPECT_EQ((*after)["plan_hash"], (*before)["plan_hash"]);
+  for (const json& m : (*before)["members"]) {
+    json now = FindMember(*after, m["name"].get<std::string>());
+    ASSERT_FALSE(now.is_null()) << m["name"];
+    EXPECT_EQ(now["worker_id"], m["worker_id"]);
+    EXPECT_EQ(now["rank"], m["rank"]);
+  }
+  // The job completes: every worker steps to the end and exits 0.
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = "w" + std::to_string(i);
+    EXPECT_EQ(cluster_.worker(name)->Wait(30000), 0)
+        << ReadLog(cluster_.WorkerLog(name));
+  }
+  auto events = cluster_.RunCtl({"events"});
+  EXPECT_EQ(events, 0);
+  EXPECT_TRUE(LogContains(cluster_.dir().File("ctl.out"), "restart"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, StoreRestartTest,
+                         ::testing::Values(Store::kSqlite, Store::kEtcd),
+                         [](const ::testing::TestParamInfo<Store>& info) {
+                           return info.param == Store::kSqlite ? "Sqlite"
+                                                               : "Etcd";
+                         });
+
+// Runs zshard-coordinator with `store` and expects exit status 2 with one
+// line on stderr containing `want`.
+void ExpectStoreRefused(const std::string& store, const std::string& want) {
+  TempDir dir;
+  FILE* f = std::fopen(dir.File("job.json").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  const std::string text = TestJob().ToJson();
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+  Subprocess::Options options;
+  options.argv = {ProcessCluster::Bin("zshard-coordinator"),
+                  "--job",
+                  dir.File("job.json"),
+                  "--listen",
+                  "127.0.0.1:0",
+                  "--store",
+                  store};
+  options.stdout_path = dir.File("out");
+  options.stderr_path = dir.File("err");
+  auto child = Subprocess::Start(options);
+  ASSERT_TRUE(child.ok());
+  EXPECT_EQ((*child)->Wait(20000), 2) << store;
+  const std::string err = ReadLog(dir.File("err"));
+  EXPECT_THAT(err, HasSubstr(want)) << store;
+  EXPECT_EQ(err.find('\n'), err.size() - 1) << err;
+  // It never served.
+  EXPECT_THAT(ReadLog(dir.File("out")), ::testing::Not(HasSubstr("listening")));
+}
+
+TEST(StoreFlagTest, BadStoresExitTwoWithOneLine) {
+  const std::string dead = "127.0.0.1:" + std::to_string(PickFreePort());
+  ExpectStoreRefused("etcd:" + dead + "/zshard/job",
+                     "cannot open the store: etcd " + dead +
+                         " unreachable: connection refused");
+  ExpectStoreRefused("etcd:127.0.0.1:2379/", "the etcd prefix is empty");
+  ExpectStoreRefused("etcd:127.0.0.1/zshard", "is not HOST:PORT");
+  ExpectStoreRefused("zookeeper:h:1/p", "must be sqlite:DIR or etcd:");
+}
+
+}  // namespace
+}  // namespace zshard::testing
