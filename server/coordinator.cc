@@ -1,6 +1,8 @@
 // Coordinator assembly: store, membership, gRPC server, ticker, metrics.
 #include "server/coordinator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -24,6 +26,8 @@
 #include "server/service/dashboard_service.h"
 #include "server/service/rendezvous_service.h"
 #include "server/service/worker_service.h"
+#include "server/store/leader_election.h"
+#include "server/store/state_store.h"
 #include "server/store/store_spec.h"
 
 namespace zshard::server {
@@ -98,7 +102,10 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   }
   if (!store.empty()) {
     ZSHARD_ASSIGN_OR_RETURN(StoreSpec spec, ParseStoreSpec(store));
-    auto opened = OpenStateStore(spec);
+    StoreOpenOptions open_options;
+    open_options.candidate_id =
+        absl::StrCat(c->options_.listen, " pid ", getpid());
+    auto opened = OpenStateStore(spec, open_options);
     if (!opened.ok() && spec.kind == StoreSpec::Kind::kEtcd &&
         opened.status().code() == absl::StatusCode::kUnavailable) {
       // Not serving without the store is a start-up refusal, as a held
@@ -106,7 +113,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
       return absl::FailedPreconditionError(
           absl::StrCat("cannot open the store: ", opened.status().message()));
     }
-    ZSHARD_ASSIGN_OR_RETURN(c->store_, std::move(opened));
+    if (!opened.ok()) return opened.status();
+    c->election_ = std::move(opened->election);
+    c->store_ = std::move(opened->store);
   }
   ZSHARD_ASSIGN_OR_RETURN(
       c->membership_,
@@ -157,6 +166,10 @@ absl::Status Coordinator::StartServing(const job::JobSpec&) {
         metrics_server_->Start(host, port, [this] { return RenderMetrics(); }));
   }
   return absl::OkStatus();
+}
+
+bool Coordinator::deposed() {
+  return election_ != nullptr && !election_->leading();
 }
 
 std::string Coordinator::address() const {

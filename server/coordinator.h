@@ -23,6 +23,7 @@ class Server;
 namespace zshard::server {
 
 class StateStore;
+class LeaderElection;
 class RpcMetrics;
 class TelemetryStore;
 class MetricsServer;
@@ -82,6 +83,11 @@ class Coordinator {
   // Stops serving. Idempotent.
   void Shutdown();
 
+  // With an etcd store: this coordinator no longer leads its prefix (its
+  // lease expired or was revoked); its store writes fail from then on and
+  // it should exit. Always false with SQLite.
+  bool deposed();
+
   Membership* membership() { return membership_.get(); }
   TelemetryStore* telemetry() { return telemetry_.get(); }
 
@@ -92,6 +98,8 @@ class Coordinator {
   void TickLoop();
 
   CoordinatorOptions options_;
+  // etcd: the campaign that fences store_'s writes (outlives store_).
+  std::unique_ptr<LeaderElection> election_;
   std::unique_ptr<StateStore> store_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<RendezvousKv> kv_;

@@ -199,9 +199,23 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   ZSHARD_LOG_INFO(line);
 
-  int sig = 0;
-  sigwait(&signals, &sig);
-  ZSHARD_LOG_INFO(absl::StrCat("signal ", sig, ": shutting down"));
-  (*coordinator)->Shutdown();
-  return 0;
+  // Serves until a signal, or until it no longer leads its etcd prefix
+  // (its writes would all be refused: it steps down).
+  const timespec poll = {0, 200 * 1000 * 1000};
+  while (true) {
+    const int sig = sigtimedwait(&signals, nullptr, &poll);
+    if (sig > 0) {
+      ZSHARD_LOG_INFO(absl::StrCat("signal ", sig, ": shutting down"));
+      (*coordinator)->Shutdown();
+      return 0;
+    }
+    if ((*coordinator)->deposed()) {
+      const std::string why =
+          "lost the leadership of its etcd prefix (its lease expired, was "
+          "revoked or could not be renewed): stepping down";
+      ZSHARD_LOG_ERROR(why);
+      (*coordinator)->Shutdown();
+      return Fail(1, why);
+    }
+  }
 }

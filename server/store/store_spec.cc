@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/status.h"
 #include "server/store/etcd_state_store.h"
 #include "server/store/sqlite_state_store.h"
 
@@ -59,19 +60,38 @@ absl::StatusOr<StoreSpec> ParseStoreSpec(const std::string& text) {
   return spec;
 }
 
-absl::StatusOr<std::unique_ptr<StateStore>> OpenStateStore(
-    const StoreSpec& spec) {
+absl::StatusOr<OpenedStore> OpenStateStore(const StoreSpec& spec,
+                                           const StoreOpenOptions& options) {
+  OpenedStore opened;
   if (spec.kind == StoreSpec::Kind::kSqlite) {
     auto store = SqliteStateStore::Open(spec.dir);
     if (!store.ok()) return store.status();
-    return std::unique_ptr<StateStore>(*std::move(store));
+    opened.store = *std::move(store);
+    return opened;
   }
-  EtcdStateStoreOptions options;
-  options.client.endpoints = spec.endpoints;
-  options.prefix = spec.prefix;
-  auto store = EtcdStateStore::Open(std::move(options));
-  if (!store.ok()) return store.status();
-  return std::unique_ptr<StateStore>(*std::move(store));
+  EtcdStateStoreOptions store_options;
+  store_options.client.endpoints = spec.endpoints;
+  store_options.prefix = spec.prefix;
+  ZSHARD_ASSIGN_OR_RETURN(std::unique_ptr<EtcdStateStore> store,
+                          EtcdStateStore::Open(std::move(store_options)));
+  LeaderElectionOptions election;
+  election.client.endpoints = spec.endpoints;
+  election.prefix = spec.prefix;
+  election.id = options.candidate_id;
+  election.ttl_s = options.lease_ttl_s;
+  ZSHARD_ASSIGN_OR_RETURN(opened.election,
+                          LeaderElection::Campaign(std::move(election)));
+  if (!opened.election->WaitForLeadership(
+          absl::Seconds(options.lease_ttl_s + 2))) {
+    absl::StatusOr<std::string> leader = opened.election->Leader();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "etcd prefix '", spec.prefix, "' is led by another coordinator (",
+        leader.ok() ? *leader : std::string(leader.status().message()), ")"));
+  }
+  LeaderElection::Fence fence = opened.election->fence();
+  store->SetFence(fence.key, fence.create_revision);
+  opened.store = std::move(store);
+  return opened;
 }
 
 }  // namespace zshard::server

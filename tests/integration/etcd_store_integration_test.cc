@@ -3,7 +3,8 @@
 // same etcd prefix), and the job goes on in the same epoch with the same
 // members and ranks and completes. And what zshard-coordinator refuses at
 // start about --store (exit status 2, one line): a malformed spec, an empty
-// prefix, an unreachable etcd.
+// prefix, an unreachable etcd, a prefix another coordinator leads; and a
+// coordinator whose election lease is revoked steps down (exit status 1).
 #include <signal.h>
 
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/store/etcd_client.h"
 #include "tests/integration/process_cluster.h"
 #include "tests/testing/etcd_server.h"
 #include "tests/testing/free_port.h"
@@ -88,6 +90,62 @@ INSTANTIATE_TEST_SUITE_P(Stores, StoreRestartTest,
                            return info.param == Store::kSqlite ? "Sqlite"
                                                                : "Etcd";
                          });
+
+// One coordinator per etcd prefix: it campaigns at start and leads while
+// it serves.
+class EtcdCoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (EtcdServer::Binary().empty()) {
+      GTEST_SKIP() << "etcd is not installed (deploy/install-deps.sh)";
+    }
+    auto etcd = EtcdServer::Start();
+    ASSERT_TRUE(etcd.ok()) << etcd.status();
+    etcd_ = *std::move(etcd);
+    store_ = "etcd:" + etcd_->endpoint() + "/zshard/itest";
+    ASSERT_TRUE(cluster_.StartCoordinator(TestJob(), {"--store", store_}).ok());
+  }
+
+  std::unique_ptr<EtcdServer> etcd_;
+  std::string store_;
+  ProcessCluster cluster_;
+};
+
+TEST_F(EtcdCoordinatorTest, SecondCoordinatorOnALedPrefixExits2) {
+  Subprocess::Options options;
+  options.argv = {ProcessCluster::Bin("zshard-coordinator"),
+                  "--job",
+                  cluster_.dir().File("job.json"),
+                  "--listen",
+                  "127.0.0.1:0",
+                  "--store",
+                  store_};
+  options.stdout_path = cluster_.dir().File("second.out");
+  options.stderr_path = cluster_.dir().File("second.err");
+  auto second = Subprocess::Start(options);
+  ASSERT_TRUE(second.ok());
+  // It waits out one lease (5 s) + 2 s for the prefix, then gives up.
+  EXPECT_EQ((*second)->Wait(20000), 2);
+  const std::string err = ReadLog(cluster_.dir().File("second.err"));
+  EXPECT_THAT(err, HasSubstr("etcd prefix '/zshard/itest' is led by another "
+                             "coordinator (" +
+                             cluster_.address()));
+  EXPECT_EQ(err.find('\n'), err.size() - 1) << err;
+  EXPECT_TRUE(cluster_.Status().ok());  // the leader serves on
+}
+
+TEST_F(EtcdCoordinatorTest, RevokedLeaseMakesTheCoordinatorStepDown) {
+  server::EtcdClientOptions o;
+  o.endpoints = {etcd_->endpoint()};
+  auto client = server::EtcdClient::Create(o).value();
+  auto keys = client->RangePrefix("/zshard/itest/election/");
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  ASSERT_EQ(keys->kvs.size(), 1u);
+  ASSERT_TRUE(client->Revoke(keys->kvs[0].lease).ok());
+  EXPECT_EQ(cluster_.coordinator()->Wait(5000), 1);
+  EXPECT_TRUE(LogContains(cluster_.dir().File("coordinator-0.log"),
+                          "lost the leadership of its etcd prefix"));
+}
 
 // Runs zshard-coordinator with `store` and expects exit status 2 with one
 // line on stderr containing `want`.
