@@ -105,6 +105,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
     StoreOpenOptions open_options;
     open_options.candidate_id =
         absl::StrCat(c->options_.listen, " pid ", getpid());
+    open_options.etcd_tls = c->options_.etcd_tls;
     auto opened = OpenStateStore(spec, open_options);
     if (!opened.ok() && spec.kind == StoreSpec::Kind::kEtcd &&
         opened.status().code() == absl::StatusCode::kUnavailable) {

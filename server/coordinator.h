@@ -14,6 +14,7 @@
 #include "common/job/job_spec.h"
 #include "server/membership/membership.h"
 #include "server/rendezvous/rendezvous_kv.h"
+#include "server/store/http_request.h"
 #include "server/telemetry/telemetry_store.h"
 
 namespace grpc {
@@ -41,6 +42,8 @@ struct CoordinatorOptions {
   // Directory of coordinator.db (sqlite:DIR); with store empty too, state
   // is kept in memory only.
   std::string state_dir;
+  // TLS to etcd (file paths; all empty: plain HTTP).
+  HttpTlsOptions etcd_tls;
   // host:port of the Prometheus endpoint; empty: none.
   std::string metrics_listen;
   // PEM contents. cert and key together turn TLS on; client_ca then

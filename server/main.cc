@@ -25,6 +25,11 @@ ABSL_FLAG(std::string, store, "",
           " this or --state-dir is required");
 ABSL_FLAG(std::string, state_dir, "",
           "directory of the SQLite state store (--store sqlite:DIR)");
+ABSL_FLAG(std::string, etcd_ca, "",
+          "PEM CA that etcd's certificate must chain to (HTTPS to etcd)");
+ABSL_FLAG(std::string, etcd_cert, "",
+          "PEM client certificate for etcd (with --etcd-key)");
+ABSL_FLAG(std::string, etcd_key, "", "PEM private key of --etcd-cert");
 ABSL_FLAG(std::string, metrics_listen, "",
           "HOST:PORT of /metrics and /healthz; empty: none");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of the server");
@@ -41,7 +46,8 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: zshard-coordinator --job JOB.json --listen HOST:PORT "
-    "(--store sqlite:DIR|etcd:HOST:PORT[,...]/PREFIX | --state-dir DIR) "
+    "(--store sqlite:DIR|etcd:HOST:PORT[,...]/PREFIX [--etcd-ca F "
+    "[--etcd-cert F --etcd-key F]] | --state-dir DIR) "
     "[--metrics-listen HOST:PORT] [--tls-cert F --tls-key F "
     "[--tls-client-ca F]] [--admin-token-file F] [--log-format text|json] "
     "[--restore CHECKPOINT_DIR]";
@@ -53,17 +59,13 @@ int Fail(int code, const std::string& line) {
 
 zshard::FlagList CoordinatorFlags() {
   using zshard::FlagOf;
-  return {FlagOf(FLAGS_job),
-          FlagOf(FLAGS_listen),
-          FlagOf(FLAGS_store),
-          FlagOf(FLAGS_state_dir),
-          FlagOf(FLAGS_metrics_listen),
-          FlagOf(FLAGS_tls_cert),
-          FlagOf(FLAGS_tls_key),
-          FlagOf(FLAGS_tls_client_ca),
-          FlagOf(FLAGS_admin_token_file),
-          FlagOf(FLAGS_log_format),
-          FlagOf(FLAGS_restore)};
+  return {FlagOf(FLAGS_job),           FlagOf(FLAGS_listen),
+          FlagOf(FLAGS_store),         FlagOf(FLAGS_state_dir),
+          FlagOf(FLAGS_etcd_ca),       FlagOf(FLAGS_etcd_cert),
+          FlagOf(FLAGS_etcd_key),      FlagOf(FLAGS_metrics_listen),
+          FlagOf(FLAGS_tls_cert),      FlagOf(FLAGS_tls_key),
+          FlagOf(FLAGS_tls_client_ca), FlagOf(FLAGS_admin_token_file),
+          FlagOf(FLAGS_log_format),    FlagOf(FLAGS_restore)};
 }
 
 // The required flags are given and the addresses are HOST:PORT.
@@ -79,13 +81,25 @@ absl::Status CheckFlags(const zshard::ParsedCommandLine& parsed) {
         "give one of --store and --state-dir (--state-dir DIR is --store "
         "sqlite:DIR)");
   }
+  bool etcd = false;
   if (parsed.Given(FLAGS_store)) {
-    absl::Status spec =
-        zshard::server::ParseStoreSpec(absl::GetFlag(FLAGS_store)).status();
+    auto spec = zshard::server::ParseStoreSpec(absl::GetFlag(FLAGS_store));
     if (!spec.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("flag --store: ", spec.message()));
+          absl::StrCat("flag --store: ", spec.status().message()));
     }
+    etcd = spec->kind == zshard::server::StoreSpec::Kind::kEtcd;
+  }
+  for (const absl::Flag<std::string>* tls :
+       {&FLAGS_etcd_ca, &FLAGS_etcd_cert, &FLAGS_etcd_key}) {
+    if (parsed.Given(*tls) && !etcd) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "flag ", zshard::FlagName(*tls), " needs --store etcd:..."));
+    }
+  }
+  if (parsed.Given(FLAGS_etcd_cert) != parsed.Given(FLAGS_etcd_key)) {
+    return absl::InvalidArgumentError(
+        "flags --etcd-cert and --etcd-key go together");
   }
   for (const absl::Flag<std::string>* address :
        {&FLAGS_listen, &FLAGS_metrics_listen}) {
@@ -146,6 +160,9 @@ int main(int argc, char** argv) {
   options.listen = absl::GetFlag(FLAGS_listen);
   options.store = absl::GetFlag(FLAGS_store);
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
+  options.etcd_tls.ca_file = absl::GetFlag(FLAGS_etcd_ca);
+  options.etcd_tls.cert_file = absl::GetFlag(FLAGS_etcd_cert);
+  options.etcd_tls.key_file = absl::GetFlag(FLAGS_etcd_key);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   struct FileFlag {
     const absl::Flag<std::string>* flag;

@@ -167,11 +167,16 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(
           absl::StrCat("etcd endpoint '", e, "' is not HOST:PORT"));
     }
   }
-  return std::unique_ptr<EtcdClient>(new EtcdClient(std::move(options)));
+  std::shared_ptr<HttpTls> tls;
+  if (!options.tls.ca_file.empty() || !options.tls.cert_file.empty()) {
+    ZSHARD_ASSIGN_OR_RETURN(tls, HttpTls::Create(options.tls));
+  }
+  return std::unique_ptr<EtcdClient>(
+      new EtcdClient(std::move(options), std::move(tls)));
 }
 
-EtcdClient::EtcdClient(EtcdClientOptions options)
-    : options_(std::move(options)) {
+EtcdClient::EtcdClient(EtcdClientOptions options, std::shared_ptr<HttpTls> tls)
+    : options_(std::move(options)), tls_(std::move(tls)) {
   for (const std::string& e : options_.endpoints) {
     const size_t colon = e.rfind(':');
     Endpoint ep;
@@ -205,6 +210,7 @@ absl::StatusOr<std::string> EtcdClient::Post(const std::string& path,
     request.body = body;
     request.connect_timeout_ms = options_.connect_timeout_ms;
     request.request_timeout_ms = options_.request_timeout_ms;
+    request.tls = tls_;
     absl::StatusOr<HttpResponse> res = HttpRequest(request);
     if (!res.ok()) {
       failures.push_back(absl::StrCat(

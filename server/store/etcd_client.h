@@ -2,8 +2,8 @@
 // /v3/kv/range, /v3/kv/txn, /v3/lease/...; etcd 3.4 serves it on the client
 // URL; see http_request.h): ranges, transactions with compares, and leases.
 // Several endpoints: a request that cannot reach one (or that one answers
-// Unavailable, e.g. without a raft leader) tries the next. Plain HTTP only
-// (TLS to etcd is not supported yet).
+// Unavailable, e.g. without a raft leader) tries the next. Plain HTTP or
+// TLS (a CA to verify etcd, a client certificate if etcd asks for one).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/store/http_request.h"
 
 namespace zshard::server {
 
@@ -25,6 +26,9 @@ struct EtcdClientOptions {
   int64_t connect_timeout_ms = 2000;
   // A request's response (read and write) must come within this long.
   int64_t request_timeout_ms = 5000;
+  // HTTPS to every endpoint when ca_file or cert_file is set (etcd's
+  // --trusted-ca-file / --client-cert-auth side); plain HTTP otherwise.
+  HttpTlsOptions tls;
 };
 
 struct EtcdKeyValue {
@@ -92,8 +96,9 @@ struct EtcdTxnResult {
 // connection refused" (Unavailable), or etcd's own error with its code.
 class EtcdClient {
  public:
-  // InvalidArgument when an endpoint is not HOST:PORT or there is none.
-  // Connects lazily: Create succeeds with etcd down.
+  // InvalidArgument when an endpoint is not HOST:PORT or there is none, or
+  // a TLS file is unusable. Connects lazily: Create succeeds with etcd
+  // down.
   static absl::StatusOr<std::unique_ptr<EtcdClient>> Create(
       EtcdClientOptions options);
   ~EtcdClient();
@@ -121,7 +126,7 @@ class EtcdClient {
   }
 
  private:
-  explicit EtcdClient(EtcdClientOptions options);
+  EtcdClient(EtcdClientOptions options, std::shared_ptr<HttpTls> tls);
   // POSTs `body` to `path`, trying each endpoint from the last good one.
   // Returns the response body of a 200.
   absl::StatusOr<std::string> Post(const std::string& path,
@@ -133,6 +138,7 @@ class EtcdClient {
     int port = 0;
   };
   const EtcdClientOptions options_;
+  const std::shared_ptr<HttpTls> tls_;  // null: plain HTTP
   std::vector<Endpoint> endpoints_;
   absl::Mutex mu_;
   // The endpoint that answered last; requests start there.

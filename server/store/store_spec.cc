@@ -69,13 +69,16 @@ absl::StatusOr<OpenedStore> OpenStateStore(const StoreSpec& spec,
     opened.store = *std::move(store);
     return opened;
   }
+  EtcdClientOptions client;
+  client.endpoints = spec.endpoints;
+  client.tls = options.etcd_tls;
   EtcdStateStoreOptions store_options;
-  store_options.client.endpoints = spec.endpoints;
+  store_options.client = client;
   store_options.prefix = spec.prefix;
   ZSHARD_ASSIGN_OR_RETURN(std::unique_ptr<EtcdStateStore> store,
                           EtcdStateStore::Open(std::move(store_options)));
   LeaderElectionOptions election;
-  election.client.endpoints = spec.endpoints;
+  election.client = client;
   election.prefix = spec.prefix;
   election.id = options.candidate_id;
   election.ttl_s = options.lease_ttl_s;

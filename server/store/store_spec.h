@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/store/http_request.h"
 #include "server/store/leader_election.h"
 #include "server/store/state_store.h"
 
@@ -32,6 +33,8 @@ struct StoreOpenOptions {
   // etcd: the campaign lease's TTL; a killed leader's successor waits at
   // most this long for it to expire.
   int64_t lease_ttl_s = 5;
+  // etcd: TLS files (all empty: plain HTTP; see EtcdClientOptions::tls).
+  HttpTlsOptions etcd_tls;
 };
 
 struct OpenedStore {

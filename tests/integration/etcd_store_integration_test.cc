@@ -3,9 +3,11 @@
 // same etcd prefix), and the job goes on in the same epoch with the same
 // members and ranks and completes. And what zshard-coordinator refuses at
 // start about --store (exit status 2, one line): a malformed spec, an empty
-// prefix, an unreachable etcd, a prefix another coordinator leads; and a
+// prefix, an unreachable etcd, a TLS mismatch, a prefix another coordinator
+// leads; a coordinator on an etcd with TLS and client certificates; and a
 // coordinator whose election lease is revoked steps down (exit status 1).
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "tests/testing/etcd_server.h"
 #include "tests/testing/free_port.h"
 #include "tests/testing/log_scan.h"
+#include "tests/testing/tls_certs.h"
 
 namespace zshard::testing {
 namespace {
@@ -147,9 +150,10 @@ TEST_F(EtcdCoordinatorTest, RevokedLeaseMakesTheCoordinatorStepDown) {
                           "lost the leadership of its etcd prefix"));
 }
 
-// Runs zshard-coordinator with `store` and expects exit status 2 with one
-// line on stderr containing `want`.
-void ExpectStoreRefused(const std::string& store, const std::string& want) {
+// Runs zshard-coordinator with `flags` (after --job and --listen) and
+// expects exit status 2 with one line on stderr containing `want`.
+void ExpectRefused(const std::vector<std::string>& flags,
+                   const std::string& want) {
   TempDir dir;
   FILE* f = std::fopen(dir.File("job.json").c_str(), "w");
   ASSERT_NE(f, nullptr);
@@ -157,20 +161,16 @@ void ExpectStoreRefused(const std::string& store, const std::string& want) {
   std::fwrite(text.data(), 1, text.size(), f);
   std::fclose(f);
   Subprocess::Options options;
-  options.argv = {ProcessCluster::Bin("zshard-coordinator"),
-                  "--job",
-                  dir.File("job.json"),
-                  "--listen",
-                  "127.0.0.1:0",
-                  "--store",
-                  store};
+  options.argv = {ProcessCluster::Bin("zshard-coordinator"), "--job",
+                  dir.File("job.json"), "--listen", "127.0.0.1:0"};
+  options.argv.insert(options.argv.end(), flags.begin(), flags.end());
   options.stdout_path = dir.File("out");
   options.stderr_path = dir.File("err");
   auto child = Subprocess::Start(options);
   ASSERT_TRUE(child.ok());
-  EXPECT_EQ((*child)->Wait(20000), 2) << store;
+  EXPECT_EQ((*child)->Wait(20000), 2) << want;
   const std::string err = ReadLog(dir.File("err"));
-  EXPECT_THAT(err, HasSubstr(want)) << store;
+  EXPECT_THAT(err, HasSubstr(want));
   EXPECT_EQ(err.find('\n'), err.size() - 1) << err;
   // It never served.
   EXPECT_THAT(ReadLog(dir.File("out")), ::testing::Not(HasSubstr("listening")));
@@ -178,12 +178,54 @@ void ExpectStoreRefused(const std::string& store, const std::string& want) {
 
 TEST(StoreFlagTest, BadStoresExitTwoWithOneLine) {
   const std::string dead = "127.0.0.1:" + std::to_string(PickFreePort());
-  ExpectStoreRefused("etcd:" + dead + "/zshard/job",
-                     "cannot open the store: etcd " + dead +
-                         " unreachable: connection refused");
-  ExpectStoreRefused("etcd:127.0.0.1:2379/", "the etcd prefix is empty");
-  ExpectStoreRefused("etcd:127.0.0.1/zshard", "is not HOST:PORT");
-  ExpectStoreRefused("zookeeper:h:1/p", "must be sqlite:DIR or etcd:");
+  ExpectRefused({"--store", "etcd:" + dead + "/zshard/job"},
+                "cannot open the store: etcd " + dead +
+                    " unreachable: connection refused");
+  ExpectRefused({"--store", "etcd:127.0.0.1:2379/"},
+                "the etcd prefix is empty");
+  ExpectRefused({"--store", "etcd:127.0.0.1/zshard"}, "is not HOST:PORT");
+  ExpectRefused({"--store", "zookeeper:h:1/p"}, "must be sqlite:DIR or etcd:");
+  ExpectRefused({"--store", "sqlite:/tmp/x", "--etcd-ca", "ca.pem"},
+                "flag --etcd-ca needs --store etcd:");
+  ExpectRefused({"--store", "etcd:127.0.0.1:2379/p", "--etcd-cert", "c.pem"},
+                "flags --etcd-cert and --etcd-key go together");
+}
+
+// A coordinator on an etcd that serves TLS and requires client
+// certificates: it serves with the right files, and refuses to start
+// without TLS or with a CA that does not match.
+TEST(EtcdTlsCoordinatorTest, ServesWithTheRightFilesAndRefusesAMismatch) {
+  if (EtcdServer::Binary().empty()) {
+    GTEST_SKIP() << "etcd is not installed (deploy/install-deps.sh)";
+  }
+  TempDir dir;
+  ASSERT_EQ(mkdir(dir.File("tls").c_str(), 0700), 0);
+  ASSERT_EQ(mkdir(dir.File("other").c_str(), 0700), 0);
+  auto files = MakeTlsFiles(dir.File("tls"));
+  ASSERT_TRUE(files.ok()) << files.status();
+  auto other = MakeTlsFiles(dir.File("other"));
+  ASSERT_TRUE(other.ok()) << other.status();
+  EtcdServerOptions options;
+  options.tls = *files;
+  auto etcd = EtcdServer::Start(options);
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  const std::string store = "etcd:" + (*etcd)->endpoint() + "/zshard/tls";
+  ExpectRefused({"--store", store},
+                "unreachable: the server closed the connection without a "
+                "response (does it want TLS? no tls ca was given)");
+  ExpectRefused({"--store", store, "--etcd-ca", other->ca_cert, "--etcd-cert",
+                 files->client_cert, "--etcd-key", files->client_key},
+                "unreachable: tls handshake failed: ");
+  ProcessCluster cluster;
+  absl::Status started = cluster.StartCoordinator(
+      TestJob(), {"--store", store, "--etcd-ca", files->ca_cert, "--etcd-cert",
+                  files->client_cert, "--etcd-key", files->client_key});
+  ASSERT_TRUE(started.ok()) << started;
+  ASSERT_TRUE(cluster.StartWorker("w0").ok());
+  ASSERT_TRUE(cluster.StartWorker("w1").ok());
+  auto stable = cluster.WaitForStatus(
+      [](const json& s) { return IsStableWorld(s, 2, 0); }, 20000);
+  EXPECT_TRUE(stable.ok()) << stable.status();
 }
 
 }  // namespace

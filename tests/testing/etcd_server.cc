@@ -1,13 +1,13 @@
 // EtcdServer: command line, /health wait, kill.
 #include "tests/testing/etcd_server.h"
 
-#include <httplib.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/store/http_request.h"
 #include "tests/testing/free_port.h"
 #include "tests/testing/log_scan.h"
 #include "tests/testing/wait_for.h"
@@ -64,7 +64,8 @@ absl::Status EtcdServer::Restart() {
 }
 
 absl::Status EtcdServer::Launch() {
-  const std::string client = absl::StrCat("http://", endpoint());
+  const std::string client = absl::StrCat(
+      options_.tls.has_value() ? "https://" : "http://", endpoint());
   const std::string peer = absl::StrCat("http://127.0.0.1:", peer_port_);
   Subprocess::Options o;
   o.argv = {Binary(),
@@ -76,6 +77,24 @@ absl::Status EtcdServer::Launch() {
             "--initial-advertise-peer-urls=" + peer,
             "--initial-cluster=test=" + peer};
   for (const char* f : kFlags) o.argv.emplace_back(f);
+  server::HttpRequestOptions probe;
+  probe.method = "GET";
+  probe.host = "127.0.0.1";
+  probe.port = client_port_;
+  probe.path = "/health";
+  probe.connect_timeout_ms = 200;
+  probe.request_timeout_ms = 1000;
+  if (options_.tls.has_value()) {
+    const TlsFiles& t = *options_.tls;
+    o.argv.push_back("--cert-file=" + t.server_cert);
+    o.argv.push_back("--key-file=" + t.server_key);
+    o.argv.push_back("--trusted-ca-file=" + t.ca_cert);
+    o.argv.push_back("--client-cert-auth");
+    auto tls =
+        server::HttpTls::Create({t.ca_cert, t.client_cert, t.client_key});
+    if (!tls.ok()) return tls.status();
+    probe.tls = *std::move(tls);
+  }
   o.argv.insert(o.argv.end(), options_.extra_flags.begin(),
                 options_.extra_flags.end());
   const std::string log = dir_.File(absl::StrCat("etcd-", starts_++, ".log"));
@@ -84,14 +103,11 @@ absl::Status EtcdServer::Launch() {
   auto child = Subprocess::Start(o);
   if (!child.ok()) return child.status();
   process_ = *std::move(child);
-  httplib::Client http("127.0.0.1", client_port_);
-  http.set_connection_timeout(0, 200000);
-  http.set_read_timeout(1, 0);
   const bool healthy = WaitFor(
       [&] {
         if (!process_->Running()) return true;  // exited: fail below
-        auto res = http.Get("/health");
-        return res && res->status == 200 &&
+        auto res = server::HttpRequest(probe);
+        return res.ok() && res->status == 200 &&
                res->body.find("\"true\"") != std::string::npos;
       },
       options_.start_timeout_ms, 50);

@@ -1,17 +1,20 @@
 // A single-member etcd (Debian's /usr/bin/etcd) for tests: free loopback
-// ports, a temp data dir, started and waited for through /health, killed
-// with SIGKILL at the end. Its transaction limits are raised (see kFlags in
-// etcd_server.cc) as a production etcd for zshard needs them.
+// ports, a temp data dir, plain HTTP or TLS with client certificates,
+// started and waited for through /health, killed with SIGKILL at the end. Its
+// transaction limits are raised (see kFlags in etcd_server.cc) as a production
+// etcd for zshard needs them.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/tls_certs.h"
 
 namespace zshard::testing {
 
@@ -20,6 +23,9 @@ struct EtcdServerOptions {
   std::vector<std::string> extra_flags;
   // Start gives up when /health has not answered by then.
   int64_t start_timeout_ms = 30000;
+  // Set: the client URL is HTTPS with tls->server_cert, and clients must
+  // present a certificate signed by tls->ca_cert (--client-cert-auth).
+  std::optional<TlsFiles> tls;
 };
 
 // Not thread-safe; owned by one test or suite.
