@@ -9,6 +9,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
 #include "server/store/store_json.h"
@@ -27,6 +29,24 @@ int64_t Tail(const std::string& key) {
   int64_t n = 0;
   (void)absl::SimpleAtoi(key.substr(key.rfind('/') + 1), &n);
   return n;
+}
+
+// Calls `call` until it succeeds, fails with something other than
+// Unavailable, or `retry_ms` passes: an etcd that cannot be reached
+// (restarting, electing its raft leader) is waited for a while, since a
+// write that fails leaves the coordinator's memory ahead of its store.
+template <typename T, typename F>
+absl::StatusOr<T> Retrying(int64_t retry_ms, F call) {
+  const absl::Time give_up = absl::Now() + absl::Milliseconds(retry_ms);
+  absl::Duration backoff = absl::Milliseconds(50);
+  absl::StatusOr<T> r = call();
+  while (!r.ok() && r.status().code() == absl::StatusCode::kUnavailable &&
+         absl::Now() < give_up) {
+    absl::SleepFor(std::min(backoff, give_up - absl::Now()));
+    backoff = std::min(backoff * 2, absl::Seconds(1));
+    r = call();
+  }
+  return r;
 }
 
 }  // namespace
@@ -54,6 +74,19 @@ absl::StatusOr<std::unique_ptr<EtcdStateStore>> EtcdStateStore::Open(
       new EtcdStateStore(std::move(options), std::move(client)));
 }
 
+absl::StatusOr<EtcdRangeResult> EtcdStateStore::ReadRange(
+    const EtcdRange& range) {
+  return Retrying<EtcdRangeResult>(options_.retry_ms,
+                                   [&] { return client_->Range(range); });
+}
+
+absl::StatusOr<EtcdRangeResult> EtcdStateStore::ReadPrefix(
+    const std::string& prefix, int64_t revision) {
+  return Retrying<EtcdRangeResult>(options_.retry_ms, [&] {
+    return client_->RangePrefix(prefix, revision);
+  });
+}
+
 std::string EtcdStateStore::EpochKey(int64_t epoch) const {
   return absl::StrCat(options_.prefix, "epochs/", Padded(epoch, 20));
 }
@@ -77,7 +110,12 @@ absl::Status EtcdStateStore::Commit(const std::vector<EtcdOp>& ops) {
     c.number = fence_revision_;
     compares.push_back(std::move(c));
   }
-  ZSHARD_ASSIGN_OR_RETURN(EtcdTxnResult r, client_->Txn(compares, ops));
+  // Retrying is safe: the ops are the same, and a write that did land is
+  // written again with the same values.
+  ZSHARD_ASSIGN_OR_RETURN(EtcdTxnResult r,
+                          Retrying<EtcdTxnResult>(options_.retry_ms, [&] {
+                            return client_->Txn(compares, ops);
+                          }));
   if (!r.succeeded) {
     return absl::FailedPreconditionError(absl::StrCat(
         "store write refused: this coordinator is no longer the leader ('",
@@ -93,7 +131,7 @@ absl::StatusOr<int64_t> EtcdStateStore::NextEventSeq() {
   last.range_end = EtcdClient::PrefixEnd(last.key);
   last.limit = 1;
   last.descend = true;
-  ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult r, client_->Range(last));
+  ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult r, ReadRange(last));
   next_event_seq_ = r.kvs.empty() ? 1 : Tail(r.kvs[0].key) + 1;
   return next_event_seq_;
 }
@@ -103,7 +141,7 @@ absl::StatusOr<StoredState> EtcdStateStore::Load() {
   StoredState state;
   EtcdRange job;
   job.key = p + "job";
-  ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult jobs, client_->Range(job));
+  ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult jobs, ReadRange(job));
   const int64_t rev = jobs.revision;  // every later read sees this revision
   if (!jobs.kvs.empty()) {
     json j = json::parse(jobs.kvs[0].value, nullptr, false);
@@ -113,7 +151,7 @@ absl::StatusOr<StoredState> EtcdStateStore::Load() {
     }
   }
   ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult members,
-                          client_->RangePrefix(p + "members/", rev));
+                          ReadPrefix(p + "members/", rev));
   for (const EtcdKeyValue& kv : members.kvs) {
     Member m;
     if (MemberFromJson(kv.value, &m)) state.members.push_back(std::move(m));
@@ -122,7 +160,7 @@ absl::StatusOr<StoredState> EtcdStateStore::Load() {
       state.members.begin(), state.members.end(),
       [](const Member& a, const Member& b) { return a.join_seq < b.join_seq; });
   ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult epochs,
-                          client_->RangePrefix(p + "epochs/", rev));
+                          ReadPrefix(p + "epochs/", rev));
   std::vector<StoredEpoch> all;  // ascending (keys are zero-padded)
   for (const EtcdKeyValue& kv : epochs.kvs) {
     StoredEpoch e;
@@ -142,9 +180,8 @@ absl::StatusOr<StoredState> EtcdStateStore::Load() {
   for (const StoredEpoch& e : all) {
     if (e.plan.epoch < from) continue;
     StoredEpoch with_moves = e;
-    ZSHARD_ASSIGN_OR_RETURN(
-        EtcdRangeResult chunks,
-        client_->RangePrefix(MovesPrefix(e.plan.epoch), rev));
+    ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult chunks,
+                            ReadPrefix(MovesPrefix(e.plan.epoch), rev));
     for (const EtcdKeyValue& kv : chunks.kvs) {
       std::vector<plan::Move> moves = MovesFromJson(kv.value);
       with_moves.plan.moves.insert(with_moves.plan.moves.end(),
@@ -159,7 +196,7 @@ absl::StatusOr<StoredState> EtcdStateStore::Load() {
   state.history.assign(std::make_move_iterator(all.begin() + first),
                        std::make_move_iterator(all.end()));
   ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult checkpoints,
-                          client_->RangePrefix(p + "checkpoints/", rev));
+                          ReadPrefix(p + "checkpoints/", rev));
   for (const EtcdKeyValue& kv : checkpoints.kvs) {
     CheckpointRecord c;
     if (CheckpointFromJson(kv.value, &c)) {
@@ -167,8 +204,7 @@ absl::StatusOr<StoredState> EtcdStateStore::Load() {
     }
   }
   const std::string meta_prefix = p + "meta/";
-  ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult meta,
-                          client_->RangePrefix(meta_prefix, rev));
+  ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult meta, ReadPrefix(meta_prefix, rev));
   for (const EtcdKeyValue& kv : meta.kvs) {
     int64_t value = 0;
     if (absl::SimpleAtoi(kv.value, &value)) {
@@ -182,7 +218,7 @@ absl::Status EtcdStateStore::SaveJob(const std::string& name,
                                      const std::string& spec_json) {
   EtcdRange job;
   job.key = options_.prefix + "job";
-  ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult r, client_->Range(job));
+  ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult r, ReadRange(job));
   if (!r.kvs.empty()) {
     json j = json::parse(r.kvs[0].value, nullptr, false);
     const std::string stored = j.is_object() ? j.value("name", "") : "";
@@ -283,7 +319,7 @@ absl::StatusOr<std::vector<Event>> EtcdStateStore::RecentEvents(int limit) {
   range.range_end = EtcdClient::PrefixEnd(range.key);
   range.limit = limit;
   range.descend = true;
-  ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult r, client_->Range(range));
+  ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult r, ReadRange(range));
   for (auto it = r.kvs.rbegin(); it != r.kvs.rend(); ++it) {
     json j = json::parse(it->value, nullptr, false);
     if (!j.is_object()) continue;

@@ -34,6 +34,10 @@ struct EtcdStateStoreOptions {
   int64_t max_events = 100000;
   // Moves per P/moves/ value (about 150 bytes each in JSON).
   int64_t moves_per_chunk = 2048;
+  // A read or write etcd cannot take (unreachable, no raft leader) is
+  // retried for this long before it fails with Unavailable. Open does not
+  // retry: a coordinator starts only with its store reachable.
+  int64_t retry_ms = 5000;
 };
 
 // Thread-compatible: the membership serialises calls under its lock.
@@ -47,8 +51,9 @@ class EtcdStateStore final : public StateStore {
   absl::StatusOr<StoredState> Load() override;
   absl::Status SaveJob(const std::string& name,
                        const std::string& spec_json) override;
-  // One etcd transaction. FailedPrecondition when fenced (SetFence) and
-  // the fence key no longer has its create revision.
+  // One etcd transaction (retried while etcd is unreachable, up to
+  // retry_ms). FailedPrecondition when fenced (SetFence) and the fence key
+  // no longer has its create revision.
   absl::Status Apply(const StoreWrite& write) override;
   absl::StatusOr<std::vector<Event>> RecentEvents(int limit) override;
 
@@ -64,6 +69,10 @@ class EtcdStateStore final : public StateStore {
   EtcdStateStore(EtcdStateStoreOptions options,
                  std::unique_ptr<EtcdClient> client)
       : options_(std::move(options)), client_(std::move(client)) {}
+  // Reads, retried as writes are (retry_ms).
+  absl::StatusOr<EtcdRangeResult> ReadRange(const EtcdRange& range);
+  absl::StatusOr<EtcdRangeResult> ReadPrefix(const std::string& prefix,
+                                             int64_t revision = 0);
   // Runs `ops` in one transaction under the fence.
   absl::Status Commit(const std::vector<EtcdOp>& ops);
   // The next event seq (read from etcd when unknown).

@@ -2,8 +2,10 @@
 // client (errors naming the endpoint, failover, compares, leases), the
 // store's one-transaction batches (same data as SQLite, move chunks, event
 // trimming, fencing) and --store parsing.
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -14,6 +16,7 @@
 #include "server/store/store_json.h"
 #include "server/store/store_spec.h"
 #include "tests/server/store_backends.h"
+#include "tests/testing/etcd_server.h"
 #include "tests/testing/free_port.h"
 #include "tests/testing/temp_dir.h"
 
@@ -354,6 +357,44 @@ TEST_F(EtcdTest, FencedWriteFailsAndWritesNothing) {
   ASSERT_EQ(loaded.members.size(), 1u);
   EXPECT_EQ(loaded.members[0].worker_id, "id-0");
   EXPECT_TRUE(store->RecentEvents(10).value().empty());
+}
+
+// A write while etcd restarts waits for it (retry_ms) and lands once.
+TEST_F(EtcdTest, ApplyRidesOutAnEtcdRestart) {
+  auto own = zshard::testing::EtcdServer::Start();
+  ASSERT_TRUE(own.ok()) << own.status();
+  EtcdStateStoreOptions o;
+  o.client.endpoints = {(*own)->endpoint()};
+  o.client.connect_timeout_ms = 200;
+  o.prefix = prefix_;
+  o.retry_ms = 20000;
+  auto store = EtcdStateStore::Open(o).value();
+  o.retry_ms = 300;
+  auto quick = EtcdStateStore::Open(o).value();
+  (*own)->Kill();
+  absl::Status restarted;
+  std::thread restart([&] { restarted = (*own)->Restart(); });
+  StoreWrite w;
+  w.members = {TestMember(0)};
+  w.events = {Event{1, 0, "join", "during a restart", 0}};
+  absl::Status applied = store->Apply(w);
+  restart.join();
+  ASSERT_TRUE(restarted.ok()) << restarted;
+  ASSERT_TRUE(applied.ok()) << applied;
+  EXPECT_EQ(store->Load().value().members.size(), 1u);
+  auto events = store->RecentEvents(10).value();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].seq, 1);
+  // With nothing to come back to, Apply gives up after retry_ms.
+  (*own)->Kill();
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status gave_up = quick->Apply(w);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(gave_up.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(gave_up.message()),
+              HasSubstr("etcd " + (*own)->endpoint() + " unreachable"));
+  EXPECT_GE(took, std::chrono::milliseconds(250));
+  EXPECT_LT(took, std::chrono::milliseconds(5000));
 }
 
 TEST(StoreSpecTest, ParsesBothKindsAndNamesTheProblem) {
