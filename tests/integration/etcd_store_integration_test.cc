@@ -150,6 +150,36 @@ TEST_F(EtcdCoordinatorTest, RevokedLeaseMakesTheCoordinatorStepDown) {
                           "lost the leadership of its etcd prefix"));
 }
 
+// etcd killed with SIGKILL and restarted under a running job: the
+// coordinator rides it out (it keeps leading), the changes after it are
+// stored, and a coordinator restarted with kill -9 finds them.
+TEST_F(EtcdCoordinatorTest, EtcdRestartUnderARunningJobIsRiddenOut) {
+  for (const char* name : {"w0", "w1"}) {
+    ASSERT_TRUE(cluster_.StartWorker(name).ok());
+  }
+  auto two = cluster_.WaitForStatus(
+      [](const json& s) { return IsStableWorld(s, 2, 0); }, 20000);
+  ASSERT_TRUE(two.ok()) << two.status();
+  etcd_->Kill();
+  ASSERT_TRUE(etcd_->Restart().ok());
+  for (const char* name : {"w2", "w3"}) {
+    ASSERT_TRUE(cluster_.StartWorker(name).ok());
+  }
+  auto four = cluster_.WaitForStatus(
+      [](const json& s) { return IsStableWorld(s, 4, 0); }, 20000);
+  ASSERT_TRUE(four.ok()) << four.status();
+  EXPECT_GT((*four)["epoch"], (*two)["epoch"]);
+  EXPECT_TRUE(cluster_.coordinator()->Running());
+  cluster_.coordinator()->Signal(SIGKILL);
+  ASSERT_TRUE(cluster_.coordinator()->Wait(5000).has_value());
+  ASSERT_TRUE(cluster_.RestartCoordinator().ok());
+  auto after = cluster_.WaitForStatus(
+      [](const json& s) { return IsStableWorld(s, 4, 0); }, 10000);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ((*after)["epoch"], (*four)["epoch"]);
+  EXPECT_EQ((*after)["plan_hash"], (*four)["plan_hash"]);
+}
+
 // Runs zshard-coordinator with `flags` (after --job and --listen) and
 // expects exit status 2 with one line on stderr containing `want`.
 void ExpectRefused(const std::vector<std::string>& flags,
