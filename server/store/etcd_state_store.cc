@@ -248,11 +248,18 @@ absl::Status EtcdStateStore::Apply(const StoreWrite& write) {
   for (const std::string& id : deleted) {
     deletes.push_back(EtcdOp::Delete(p + "members/" + id));
   }
-  std::map<int64_t, const StoredEpoch*> epochs;
-  for (const StoredEpoch& e : write.epochs) epochs[e.plan.epoch] = &e;
-  for (const auto& [number, e] : epochs) {
+  // A merged batch may hold an epoch more than once: as SQLite applies
+  // them in order, the row is the last one's and the moves are those of
+  // the last one that carries moves (moves_unchanged keeps what is there).
+  std::map<int64_t, const StoredEpoch*> rows;
+  std::map<int64_t, const StoredEpoch*> moves_of;
+  for (const StoredEpoch& e : write.epochs) {
+    rows[e.plan.epoch] = &e;
+    if (!e.moves_unchanged) moves_of[e.plan.epoch] = &e;
+  }
+  for (const auto& [number, e] : rows)
     puts[EpochKey(number)] = EpochRowJson(*e);
-    if (e->moves_unchanged) continue;
+  for (const auto& [number, e] : moves_of) {
     const std::vector<plan::Move>& moves = e->plan.moves;
     const size_t per = static_cast<size_t>(options_.moves_per_chunk);
     int64_t chunk = 0;

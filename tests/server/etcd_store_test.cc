@@ -257,10 +257,15 @@ TEST_F(EtcdTest, BothStoresHoldTheSameData) {
                         static_cast<StateStore*>(etcd.get())}) {
     ASSERT_TRUE(s->SaveJob("demo", R"({"name":"demo"})").ok());
     ASSERT_TRUE(s->Apply(FullWrite()).ok());
-    // A status change that keeps the moves, and a second batch of events.
+    // A status change that keeps the moves, and a second batch of events;
+    // merged batches (StoreWriter::Merge) name an epoch twice: new moves,
+    // then a status change that keeps them.
     StoreWrite later;
-    later.epochs = {TestEpoch(3, EpochStatus::kStable, 0)};
+    later.epochs = {TestEpoch(3, EpochStatus::kStable, 0),
+                    TestEpoch(4, EpochStatus::kProposed, 6),
+                    TestEpoch(4, EpochStatus::kCommitted, 0)};
     later.epochs[0].moves_unchanged = true;
+    later.epochs[2].moves_unchanged = true;
     later.events = {Event{200, 3, "stable", "all acked", 0}};
     ASSERT_TRUE(s->Apply(later).ok());
   }
@@ -275,7 +280,9 @@ TEST_F(EtcdTest, BothStoresHoldTheSameData) {
   ASSERT_EQ(b->epochs.size(), 2u);  // from the latest stable one (3) on
   EXPECT_EQ(b->epochs[0].plan.epoch, 3);
   EXPECT_EQ(b->epochs[0].plan.moves.size(), 7u);  // kept by moves_unchanged
-  EXPECT_EQ(b->history.size(), 4u);
+  EXPECT_EQ(b->epochs[1].status, EpochStatus::kCommitted);
+  EXPECT_EQ(b->epochs[1].plan.moves.size(), 6u);  // from the merged batch
+  ASSERT_EQ(b->history.size(), 4u);
   auto ea = sqlite->RecentEvents(10).value();
   auto eb = etcd->RecentEvents(10).value();
   ASSERT_EQ(eb.size(), 4u);
