@@ -136,6 +136,38 @@ absl::StatusOr<int64_t> EtcdStateStore::NextEventSeq() {
   return next_event_seq_;
 }
 
+absl::StatusOr<std::vector<StoredEpoch>> EtcdStateStore::LatestEpochs(
+    int64_t revision) {
+  EtcdRange page;
+  page.key = options_.prefix + "epochs/";
+  page.range_end = EtcdClient::PrefixEnd(page.key);
+  page.revision = revision;
+  page.limit = kHistoryEpochs;
+  page.descend = true;
+  std::vector<StoredEpoch> newest_first;
+  bool stable = false;
+  while (true) {
+    ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult r, ReadRange(page));
+    for (const EtcdKeyValue& kv : r.kvs) {
+      StoredEpoch e;
+      if (!EpochRowFromJson(kv.value, &e)) continue;
+      stable = stable || e.status == EpochStatus::kStable;
+      newest_first.push_back(std::move(e));
+    }
+    // Enough: the history and the latest stable epoch are in (without a
+    // stable one, every row is read: the latest committed one decides).
+    if (!r.more || r.kvs.empty() ||
+        (stable &&
+         newest_first.size() >= static_cast<size_t>(kHistoryEpochs))) {
+      break;
+    }
+    page.range_end = r.kvs.back().key;  // exclusive: the next page is older
+  }
+  return std::vector<StoredEpoch>(
+      std::make_move_iterator(newest_first.rbegin()),
+      std::make_move_iterator(newest_first.rend()));
+}
+
 absl::StatusOr<StoredState> EtcdStateStore::Load() {
   const std::string& p = options_.prefix;
   StoredState state;
@@ -159,13 +191,7 @@ absl::StatusOr<StoredState> EtcdStateStore::Load() {
   std::stable_sort(
       state.members.begin(), state.members.end(),
       [](const Member& a, const Member& b) { return a.join_seq < b.join_seq; });
-  ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult epochs,
-                          ReadPrefix(p + "epochs/", rev));
-  std::vector<StoredEpoch> all;  // ascending (keys are zero-padded)
-  for (const EtcdKeyValue& kv : epochs.kvs) {
-    StoredEpoch e;
-    if (EpochRowFromJson(kv.value, &e)) all.push_back(std::move(e));
-  }
+  ZSHARD_ASSIGN_OR_RETURN(std::vector<StoredEpoch> all, LatestEpochs(rev));
   // As SQLite: from the latest stable epoch (else the latest committed or
   // broken one, else 0) on, with moves.
   int64_t stable = -1, committed = -1;

@@ -73,6 +73,10 @@ class EtcdStateStore final : public StateStore {
   absl::StatusOr<EtcdRangeResult> ReadRange(const EtcdRange& range);
   absl::StatusOr<EtcdRangeResult> ReadPrefix(const std::string& prefix,
                                              int64_t revision = 0);
+  // The epoch rows (without moves) from the newest back to the latest
+  // stable one and at least kHistoryEpochs of them, oldest first, as of
+  // `revision`: a long job's older epochs are not read.
+  absl::StatusOr<std::vector<StoredEpoch>> LatestEpochs(int64_t revision);
   // Runs `ops` in one transaction under the fence.
   absl::Status Commit(const std::vector<EtcdOp>& ops);
   // The next event seq (read from etcd when unknown).

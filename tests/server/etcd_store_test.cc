@@ -299,6 +299,38 @@ TEST_F(EtcdTest, BothStoresHoldTheSameData) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// 600 epochs: the load reads back from the newest through the latest
+// stable one and 256 for the history, as SQLite does, in pages.
+TEST_F(EtcdTest, LoadOfALongHistoryMatchesSqlite) {
+  zshard::testing::TempDir dir;
+  auto sqlite = SqliteStateStore::Open(dir.File("state")).value();
+  auto etcd = Store();
+  ASSERT_NE(etcd, nullptr);
+  for (int batch = 0; batch < 6; ++batch) {
+    StoreWrite w;
+    for (int i = 1; i <= 100; ++i) {
+      const int64_t n = batch * 100 + i;
+      // The latest stable epoch is 300; later ones are abandoned, one
+      // committed.
+      const EpochStatus status = n == 300   ? EpochStatus::kStable
+                                 : n == 550 ? EpochStatus::kCommitted
+                                 : n < 300  ? EpochStatus::kBroken
+                                            : EpochStatus::kAbandoned;
+      w.epochs.push_back(TestEpoch(n, status, n % 3));
+    }
+    ASSERT_TRUE(sqlite->Apply(w).ok());
+    ASSERT_TRUE(etcd->Apply(w).ok());
+  }
+  auto a = sqlite->Load().value();
+  auto b = etcd->Load().value();
+  ExpectSameState(a, b);
+  ASSERT_EQ(b.epochs.size(), 301u);  // 300 ... 600
+  EXPECT_EQ(b.epochs.front().plan.epoch, 300);
+  EXPECT_EQ(b.epochs[250].plan.moves.size(), 550u % 3);
+  ASSERT_EQ(b.history.size(), static_cast<size_t>(kHistoryEpochs));
+  EXPECT_EQ(b.history.front().plan.epoch, 600 - kHistoryEpochs + 1);
+}
+
 TEST_F(EtcdTest, LongMoveListsSpanChunksAndShrink) {
   auto store = Store(100000, /*moves_per_chunk=*/3);
   ASSERT_NE(store, nullptr);
