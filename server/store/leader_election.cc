@@ -145,6 +145,12 @@ LeaderElection::Fence LeaderElection::fence() {
   return Fence{key_, create_revision_};
 }
 
+std::optional<LeaderElection::Fence> LeaderElection::LeadingFence() {
+  absl::MutexLock lock(&mu_);
+  if (!leading_) return std::nullopt;
+  return Fence{key_, create_revision_};
+}
+
 int64_t LeaderElection::lease() {
   absl::MutexLock lock(&mu_);
   return lease_;

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -58,6 +59,10 @@ class LeaderElection {
     int64_t create_revision = 0;
   };
   Fence fence();
+  // The fence of the current leadership, read together with it: set only
+  // while this candidate leads. A writer fences with what this returned
+  // when it took over; once that key is gone, none of its writes land.
+  std::optional<Fence> LeadingFence();
   int64_t lease();
   // The leading candidate's id, from etcd ("" when there is none).
   absl::StatusOr<std::string> Leader();

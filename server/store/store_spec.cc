@@ -91,8 +91,13 @@ absl::StatusOr<OpenedStore> OpenStateStore(const StoreSpec& spec,
         "etcd prefix '", spec.prefix, "' is led by another coordinator (",
         leader.ok() ? *leader : std::string(leader.status().message()), ")"));
   }
-  LeaderElection::Fence fence = opened.election->fence();
-  store->SetFence(fence.key, fence.create_revision);
+  std::optional<LeaderElection::Fence> fence = opened.election->LeadingFence();
+  if (!fence.has_value()) {
+    return absl::UnavailableError(
+        absl::StrCat("lost the leadership of etcd prefix '", spec.prefix,
+                     "' while starting"));
+  }
+  store->SetFence(fence->key, fence->create_revision);
   opened.store = std::move(store);
   return opened;
 }

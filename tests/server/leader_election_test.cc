@@ -4,9 +4,12 @@
 // leader's store writes fail.
 #include "server/store/leader_election.h"
 
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -141,6 +144,88 @@ TEST_F(LeaderElectionTest, ResignedLeaderHandsOver) {
   ASSERT_TRUE(a->Resign().ok());
   EXPECT_FALSE(a->leading());
   ExpectTakesOver(b.get(), resigned_at);
+}
+
+// Two candidates write (every 5 ms) whenever they lead, each fenced by the
+// leadership it holds, while the leader's lease is revoked twice. Then, from
+// etcd's revision history: every write that landed was made while its
+// writer's campaign key was the lowest (it led), and every Apply that
+// returned OK is there.
+TEST_F(LeaderElectionTest, NoTwoLeadersEverWrote) {
+  auto a = Candidate("a");
+  ASSERT_NE(a, nullptr);
+  auto b = Candidate("b");
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(a->WaitForLeadership(absl::Seconds(5)));
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> landed[2] = {0, 0};
+  auto writer = [&](LeaderElection* e, int who) {
+    EtcdStateStoreOptions o;
+    o.client.endpoints = {endpoint_};
+    o.prefix = prefix_;
+    o.retry_ms = 0;
+    auto store = EtcdStateStore::Open(o).value();
+    int64_t fenced = 0;
+    while (!stop) {
+      if (!e->WaitForLeadership(absl::Milliseconds(20))) continue;
+      std::optional<LeaderElection::Fence> f = e->LeadingFence();
+      if (!f.has_value()) continue;
+      if (f->create_revision != fenced) {
+        store->SetFence(f->key, f->create_revision);
+        fenced = f->create_revision;
+      }
+      StoreWrite w;
+      w.meta["fence"] = fenced;
+      if (store->Apply(w).ok()) ++landed[who];
+      // A pace, not a wait on anything: it keeps the history to check short.
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  };
+  std::thread ta(writer, a.get(), 0);
+  std::thread tb(writer, b.get(), 1);
+  EtcdClientOptions co;
+  co.endpoints = {endpoint_};
+  auto admin = EtcdClient::Create(co).value();
+  auto total = [&] { return landed[0] + landed[1]; };
+  // a writes; its lease goes; b writes; its lease goes; one of them
+  // (re-campaigned) writes again under its new key.
+  EXPECT_TRUE(zshard::testing::WaitFor([&] { return landed[0] >= 20; }, 10000));
+  ASSERT_TRUE(admin->Revoke(a->lease()).ok());
+  EXPECT_TRUE(zshard::testing::WaitFor([&] { return landed[1] >= 20; }, 10000));
+  const int64_t before = total();
+  ASSERT_TRUE(admin->Revoke(b->lease()).ok());
+  // Whichever re-campaigned first leads now, under a new key.
+  EXPECT_TRUE(
+      zshard::testing::WaitFor([&] { return total() >= before + 20; }, 10000));
+  stop = true;
+  ta.join();
+  tb.join();
+
+  const std::string key = prefix_ + "/meta/fence";
+  auto now = admin->RangePrefix(key).value();
+  ASSERT_EQ(now.kvs.size(), 1u);
+  std::set<int64_t> writes;  // mod revisions of the key
+  for (int64_t r = now.kvs[0].create_revision; r <= now.revision; ++r) {
+    EtcdRange at;
+    at.key = key;
+    at.revision = r;
+    auto kv = admin->Range(at).value();
+    if (kv.kvs.empty() || !writes.insert(kv.kvs[0].mod_revision).second) {
+      continue;
+    }
+    const int64_t fence = std::stoll(kv.kvs[0].value);
+    // Just before the write: the lowest campaign key is the writer's.
+    auto keys =
+        admin->RangePrefix(prefix_ + "/election/", kv.kvs[0].mod_revision - 1)
+            .value();
+    int64_t lowest = 0;
+    for (const EtcdKeyValue& k : keys.kvs) {
+      if (lowest == 0 || k.create_revision < lowest) lowest = k.create_revision;
+    }
+    EXPECT_EQ(fence, lowest) << "write at revision " << kv.kvs[0].mod_revision
+                             << " fenced by " << fence;
+  }
+  EXPECT_EQ(static_cast<int64_t>(writes.size()), total());
 }
 
 TEST_F(LeaderElectionTest, UnreachableEtcdIsNamed) {
