@@ -106,6 +106,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
     open_options.candidate_id =
         absl::StrCat(c->options_.listen, " pid ", getpid());
     open_options.etcd_tls = c->options_.etcd_tls;
+    open_options.lease_ttl_s = c->options_.etcd_lease_ttl_s;
     auto opened = OpenStateStore(spec, open_options);
     if (!opened.ok() && spec.kind == StoreSpec::Kind::kEtcd &&
         opened.status().code() == absl::StatusCode::kUnavailable) {

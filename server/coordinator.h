@@ -44,6 +44,8 @@ struct CoordinatorOptions {
   std::string state_dir;
   // TLS to etcd (file paths; all empty: plain HTTP).
   HttpTlsOptions etcd_tls;
+  // The etcd election lease (see StoreOpenOptions::lease_ttl_s).
+  int64_t etcd_lease_ttl_s = 5;
   // host:port of the Prometheus endpoint; empty: none.
   std::string metrics_listen;
   // PEM contents. cert and key together turn TLS on; client_ca then

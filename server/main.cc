@@ -14,6 +14,7 @@
 #include "common/flags.h"
 #include "common/job/job_spec.h"
 #include "common/logging.h"
+#include "common/status.h"
 #include "server/coordinator.h"
 #include "server/service/checkpoint_convert.h"
 #include "server/store/store_spec.h"
@@ -30,6 +31,9 @@ ABSL_FLAG(std::string, etcd_ca, "",
 ABSL_FLAG(std::string, etcd_cert, "",
           "PEM client certificate for etcd (with --etcd-key)");
 ABSL_FLAG(std::string, etcd_key, "", "PEM private key of --etcd-cert");
+ABSL_FLAG(int, etcd_lease_ttl, 5,
+          "seconds of the etcd election lease: how long a killed "
+          "coordinator's successor waits to lead");
 ABSL_FLAG(std::string, metrics_listen, "",
           "HOST:PORT of /metrics and /healthz; empty: none");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of the server");
@@ -47,7 +51,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: zshard-coordinator --job JOB.json --listen HOST:PORT "
     "(--store sqlite:DIR|etcd:HOST:PORT[,...]/PREFIX [--etcd-ca F "
-    "[--etcd-cert F --etcd-key F]] | --state-dir DIR) "
+    "[--etcd-cert F --etcd-key F]] [--etcd-lease-ttl S] | --state-dir DIR) "
     "[--metrics-listen HOST:PORT] [--tls-cert F --tls-key F "
     "[--tls-client-ca F]] [--admin-token-file F] [--log-format text|json] "
     "[--restore CHECKPOINT_DIR]";
@@ -59,13 +63,21 @@ int Fail(int code, const std::string& line) {
 
 zshard::FlagList CoordinatorFlags() {
   using zshard::FlagOf;
-  return {FlagOf(FLAGS_job),           FlagOf(FLAGS_listen),
-          FlagOf(FLAGS_store),         FlagOf(FLAGS_state_dir),
-          FlagOf(FLAGS_etcd_ca),       FlagOf(FLAGS_etcd_cert),
-          FlagOf(FLAGS_etcd_key),      FlagOf(FLAGS_metrics_listen),
-          FlagOf(FLAGS_tls_cert),      FlagOf(FLAGS_tls_key),
-          FlagOf(FLAGS_tls_client_ca), FlagOf(FLAGS_admin_token_file),
-          FlagOf(FLAGS_log_format),    FlagOf(FLAGS_restore)};
+  return {FlagOf(FLAGS_job),
+          FlagOf(FLAGS_listen),
+          FlagOf(FLAGS_store),
+          FlagOf(FLAGS_state_dir),
+          FlagOf(FLAGS_etcd_ca),
+          FlagOf(FLAGS_etcd_cert),
+          FlagOf(FLAGS_etcd_key),
+          FlagOf(FLAGS_etcd_lease_ttl),
+          FlagOf(FLAGS_metrics_listen),
+          FlagOf(FLAGS_tls_cert),
+          FlagOf(FLAGS_tls_key),
+          FlagOf(FLAGS_tls_client_ca),
+          FlagOf(FLAGS_admin_token_file),
+          FlagOf(FLAGS_log_format),
+          FlagOf(FLAGS_restore)};
 }
 
 // The required flags are given and the addresses are HOST:PORT.
@@ -97,6 +109,11 @@ absl::Status CheckFlags(const zshard::ParsedCommandLine& parsed) {
           "flag ", zshard::FlagName(*tls), " needs --store etcd:..."));
     }
   }
+  if (parsed.Given(FLAGS_etcd_lease_ttl) && !etcd) {
+    return absl::InvalidArgumentError(
+        "flag --etcd-lease-ttl needs --store etcd:...");
+  }
+  ZSHARD_RETURN_IF_ERROR(zshard::CheckRange(FLAGS_etcd_lease_ttl, 2, 3600));
   if (parsed.Given(FLAGS_etcd_cert) != parsed.Given(FLAGS_etcd_key)) {
     return absl::InvalidArgumentError(
         "flags --etcd-cert and --etcd-key go together");
@@ -163,6 +180,7 @@ int main(int argc, char** argv) {
   options.etcd_tls.ca_file = absl::GetFlag(FLAGS_etcd_ca);
   options.etcd_tls.cert_file = absl::GetFlag(FLAGS_etcd_cert);
   options.etcd_tls.key_file = absl::GetFlag(FLAGS_etcd_key);
+  options.etcd_lease_ttl_s = absl::GetFlag(FLAGS_etcd_lease_ttl);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   struct FileFlag {
     const absl::Flag<std::string>* flag;

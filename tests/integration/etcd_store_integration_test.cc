@@ -39,7 +39,9 @@ class StoreRestartTest : public ::testing::TestWithParam<Store> {
       auto etcd = EtcdServer::Start();
       ASSERT_TRUE(etcd.ok()) << etcd.status();
       etcd_ = *std::move(etcd);
-      flags_ = {"--store", "etcd:" + etcd_->endpoint() + "/zshard/itest"};
+      // A 2 s election lease: the restart after kill -9 waits it out.
+      flags_ = {"--store", "etcd:" + etcd_->endpoint() + "/zshard/itest",
+                "--etcd-lease-ttl", "2"};
     }
   }
 
@@ -122,12 +124,14 @@ TEST_F(EtcdCoordinatorTest, SecondCoordinatorOnALedPrefixExits2) {
                   "--listen",
                   "127.0.0.1:0",
                   "--store",
-                  store_};
+                  store_,
+                  "--etcd-lease-ttl",
+                  "2"};
   options.stdout_path = cluster_.dir().File("second.out");
   options.stderr_path = cluster_.dir().File("second.err");
   auto second = Subprocess::Start(options);
   ASSERT_TRUE(second.ok());
-  // It waits out one lease (5 s) + 2 s for the prefix, then gives up.
+  // It waits its lease TTL (2 s) + 2 s for the prefix, then gives up.
   EXPECT_EQ((*second)->Wait(20000), 2);
   const std::string err = ReadLog(cluster_.dir().File("second.err"));
   EXPECT_THAT(err, HasSubstr("etcd prefix '/zshard/itest' is led by another "
@@ -219,6 +223,10 @@ TEST(StoreFlagTest, BadStoresExitTwoWithOneLine) {
                 "flag --etcd-ca needs --store etcd:");
   ExpectRefused({"--store", "etcd:127.0.0.1:2379/p", "--etcd-cert", "c.pem"},
                 "flags --etcd-cert and --etcd-key go together");
+  ExpectRefused({"--store", "etcd:127.0.0.1:2379/p", "--etcd-lease-ttl", "1"},
+                "--etcd-lease-ttl must be >= 2");
+  ExpectRefused({"--state-dir", "/tmp/x", "--etcd-lease-ttl", "9"},
+                "flag --etcd-lease-ttl needs --store etcd:");
 }
 
 // A coordinator on an etcd that serves TLS and requires client
