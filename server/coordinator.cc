@@ -1,6 +1,8 @@
 // Coordinator assembly: store, membership, gRPC server, ticker, metrics.
 #include "server/coordinator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -24,7 +26,9 @@
 #include "server/service/dashboard_service.h"
 #include "server/service/rendezvous_service.h"
 #include "server/service/worker_service.h"
-#include "server/store/sqlite_state_store.h"
+#include "server/store/leader_election.h"
+#include "server/store/state_store.h"
+#include "server/store/store_spec.h"
 
 namespace zshard::server {
 namespace {
@@ -92,9 +96,28 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   if (!c->options_.membership.write_manifest) {
     c->options_.membership.write_manifest = WriteManifestFile;
   }
-  if (!c->options_.state_dir.empty()) {
-    ZSHARD_ASSIGN_OR_RETURN(c->store_,
-                            SqliteStateStore::Open(c->options_.state_dir));
+  std::string store = c->options_.store;
+  if (store.empty() && !c->options_.state_dir.empty()) {
+    store = "sqlite:" + c->options_.state_dir;
+  }
+  if (!store.empty()) {
+    ZSHARD_ASSIGN_OR_RETURN(StoreSpec spec, ParseStoreSpec(store));
+    StoreOpenOptions open_options;
+    open_options.candidate_id =
+        absl::StrCat(c->options_.listen, " pid ", getpid());
+    open_options.etcd_tls = c->options_.etcd_tls;
+    open_options.lease_ttl_s = c->options_.etcd_lease_ttl_s;
+    auto opened = OpenStateStore(spec, open_options);
+    if (!opened.ok() && spec.kind == StoreSpec::Kind::kEtcd &&
+        opened.status().code() == absl::StatusCode::kUnavailable) {
+      // Not serving without the store is a start-up refusal, as a held
+      // state dir is.
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot open the store: ", opened.status().message()));
+    }
+    if (!opened.ok()) return opened.status();
+    c->election_ = std::move(opened->election);
+    c->store_ = std::move(opened->store);
   }
   ZSHARD_ASSIGN_OR_RETURN(
       c->membership_,
@@ -145,6 +168,10 @@ absl::Status Coordinator::StartServing(const job::JobSpec&) {
         metrics_server_->Start(host, port, [this] { return RenderMetrics(); }));
   }
   return absl::OkStatus();
+}
+
+bool Coordinator::deposed() {
+  return election_ != nullptr && !election_->leading();
 }
 
 std::string Coordinator::address() const {

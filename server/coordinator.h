@@ -14,6 +14,7 @@
 #include "common/job/job_spec.h"
 #include "server/membership/membership.h"
 #include "server/rendezvous/rendezvous_kv.h"
+#include "server/store/http_request.h"
 #include "server/telemetry/telemetry_store.h"
 
 namespace grpc {
@@ -23,6 +24,7 @@ class Server;
 namespace zshard::server {
 
 class StateStore;
+class LeaderElection;
 class RpcMetrics;
 class TelemetryStore;
 class MetricsServer;
@@ -34,8 +36,16 @@ class AdminServiceImpl;
 struct CoordinatorOptions {
   // gRPC address; port 0 picks a free port (see Coordinator::port()).
   std::string listen = "127.0.0.1:0";
-  // Directory of coordinator.db; empty keeps state in memory only.
+  // The state store, as --store takes it (sqlite:DIR or
+  // etcd:HOST:PORT[,...]/PREFIX; see store/store_spec.h). Empty: state_dir.
+  std::string store;
+  // Directory of coordinator.db (sqlite:DIR); with store empty too, state
+  // is kept in memory only.
   std::string state_dir;
+  // TLS to etcd (file paths; all empty: plain HTTP).
+  HttpTlsOptions etcd_tls;
+  // The etcd election lease (see StoreOpenOptions::lease_ttl_s).
+  int64_t etcd_lease_ttl_s = 5;
   // host:port of the Prometheus endpoint; empty: none.
   std::string metrics_listen;
   // PEM contents. cert and key together turn TLS on; client_ca then
@@ -61,9 +71,10 @@ class Coordinator {
  public:
   // Opens the store (taking its directory's lock), loads or creates the
   // job and starts serving. FailedPrecondition when the job's checkpoint
-  // dir cannot be created or written, or when another coordinator holds
-  // the state dir (naming its pid); InvalidArgument for bad options;
-  // Unavailable when the address cannot be bound.
+  // dir cannot be created or written, when another coordinator holds the
+  // state dir (naming its pid) or when the store cannot be reached (etcd
+  // down: nothing is served without the store); InvalidArgument for bad
+  // options; Unavailable when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<Coordinator>> Start(
       job::JobSpec spec, CoordinatorOptions options);
   ~Coordinator();
@@ -77,6 +88,11 @@ class Coordinator {
   // Stops serving. Idempotent.
   void Shutdown();
 
+  // With an etcd store: this coordinator no longer leads its prefix (its
+  // lease expired or was revoked); its store writes fail from then on and
+  // it should exit. Always false with SQLite.
+  bool deposed();
+
   Membership* membership() { return membership_.get(); }
   TelemetryStore* telemetry() { return telemetry_.get(); }
 
@@ -87,6 +103,8 @@ class Coordinator {
   void TickLoop();
 
   CoordinatorOptions options_;
+  // etcd: the campaign that fences store_'s writes (outlives store_).
+  std::unique_ptr<LeaderElection> election_;
   std::unique_ptr<StateStore> store_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<RendezvousKv> kv_;

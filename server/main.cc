@@ -14,13 +14,26 @@
 #include "common/flags.h"
 #include "common/job/job_spec.h"
 #include "common/logging.h"
+#include "common/status.h"
 #include "server/coordinator.h"
 #include "server/service/checkpoint_convert.h"
+#include "server/store/store_spec.h"
 
 ABSL_FLAG(std::string, job, "", "the job spec (JSON); required");
 ABSL_FLAG(std::string, listen, "", "HOST:PORT of the gRPC services; required");
+ABSL_FLAG(std::string, store, "",
+          "the state store: sqlite:DIR or etcd:HOST:PORT[,HOST:PORT...]/PREFIX;"
+          " this or --state-dir is required");
 ABSL_FLAG(std::string, state_dir, "",
-          "directory of the SQLite state store; required");
+          "directory of the SQLite state store (--store sqlite:DIR)");
+ABSL_FLAG(std::string, etcd_ca, "",
+          "PEM CA that etcd's certificate must chain to (HTTPS to etcd)");
+ABSL_FLAG(std::string, etcd_cert, "",
+          "PEM client certificate for etcd (with --etcd-key)");
+ABSL_FLAG(std::string, etcd_key, "", "PEM private key of --etcd-cert");
+ABSL_FLAG(int, etcd_lease_ttl, 5,
+          "seconds of the etcd election lease: how long a killed "
+          "coordinator's successor waits to lead");
 ABSL_FLAG(std::string, metrics_listen, "",
           "HOST:PORT of /metrics and /healthz; empty: none");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of the server");
@@ -37,7 +50,9 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: zshard-coordinator --job JOB.json --listen HOST:PORT "
-    "--state-dir DIR [--metrics-listen HOST:PORT] [--tls-cert F --tls-key F "
+    "(--store sqlite:DIR|etcd:HOST:PORT[,...]/PREFIX [--etcd-ca F "
+    "[--etcd-cert F --etcd-key F]] [--etcd-lease-ttl S] | --state-dir DIR) "
+    "[--metrics-listen HOST:PORT] [--tls-cert F --tls-key F "
     "[--tls-client-ca F]] [--admin-token-file F] [--log-format text|json] "
     "[--restore CHECKPOINT_DIR]";
 
@@ -48,21 +63,60 @@ int Fail(int code, const std::string& line) {
 
 zshard::FlagList CoordinatorFlags() {
   using zshard::FlagOf;
-  return {FlagOf(FLAGS_job),           FlagOf(FLAGS_listen),
-          FlagOf(FLAGS_state_dir),     FlagOf(FLAGS_metrics_listen),
-          FlagOf(FLAGS_tls_cert),      FlagOf(FLAGS_tls_key),
-          FlagOf(FLAGS_tls_client_ca), FlagOf(FLAGS_admin_token_file),
-          FlagOf(FLAGS_log_format),    FlagOf(FLAGS_restore)};
+  return {FlagOf(FLAGS_job),
+          FlagOf(FLAGS_listen),
+          FlagOf(FLAGS_store),
+          FlagOf(FLAGS_state_dir),
+          FlagOf(FLAGS_etcd_ca),
+          FlagOf(FLAGS_etcd_cert),
+          FlagOf(FLAGS_etcd_key),
+          FlagOf(FLAGS_etcd_lease_ttl),
+          FlagOf(FLAGS_metrics_listen),
+          FlagOf(FLAGS_tls_cert),
+          FlagOf(FLAGS_tls_key),
+          FlagOf(FLAGS_tls_client_ca),
+          FlagOf(FLAGS_admin_token_file),
+          FlagOf(FLAGS_log_format),
+          FlagOf(FLAGS_restore)};
 }
 
 // The required flags are given and the addresses are HOST:PORT.
 absl::Status CheckFlags(const zshard::ParsedCommandLine& parsed) {
-  for (const absl::Flag<std::string>* required :
-       {&FLAGS_job, &FLAGS_listen, &FLAGS_state_dir}) {
+  for (const absl::Flag<std::string>* required : {&FLAGS_job, &FLAGS_listen}) {
     if (!parsed.Given(*required)) {
       return absl::InvalidArgumentError(
           absl::StrCat("flag ", zshard::FlagName(*required), " is required"));
     }
+  }
+  if (parsed.Given(FLAGS_store) == parsed.Given(FLAGS_state_dir)) {
+    return absl::InvalidArgumentError(
+        "give one of --store and --state-dir (--state-dir DIR is --store "
+        "sqlite:DIR)");
+  }
+  bool etcd = false;
+  if (parsed.Given(FLAGS_store)) {
+    auto spec = zshard::server::ParseStoreSpec(absl::GetFlag(FLAGS_store));
+    if (!spec.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --store: ", spec.status().message()));
+    }
+    etcd = spec->kind == zshard::server::StoreSpec::Kind::kEtcd;
+  }
+  for (const absl::Flag<std::string>* tls :
+       {&FLAGS_etcd_ca, &FLAGS_etcd_cert, &FLAGS_etcd_key}) {
+    if (parsed.Given(*tls) && !etcd) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "flag ", zshard::FlagName(*tls), " needs --store etcd:..."));
+    }
+  }
+  if (parsed.Given(FLAGS_etcd_lease_ttl) && !etcd) {
+    return absl::InvalidArgumentError(
+        "flag --etcd-lease-ttl needs --store etcd:...");
+  }
+  ZSHARD_RETURN_IF_ERROR(zshard::CheckRange(FLAGS_etcd_lease_ttl, 2, 3600));
+  if (parsed.Given(FLAGS_etcd_cert) != parsed.Given(FLAGS_etcd_key)) {
+    return absl::InvalidArgumentError(
+        "flags --etcd-cert and --etcd-key go together");
   }
   for (const absl::Flag<std::string>* address :
        {&FLAGS_listen, &FLAGS_metrics_listen}) {
@@ -121,7 +175,12 @@ int main(int argc, char** argv) {
   }
   zshard::server::CoordinatorOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
+  options.store = absl::GetFlag(FLAGS_store);
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
+  options.etcd_tls.ca_file = absl::GetFlag(FLAGS_etcd_ca);
+  options.etcd_tls.cert_file = absl::GetFlag(FLAGS_etcd_cert);
+  options.etcd_tls.key_file = absl::GetFlag(FLAGS_etcd_key);
+  options.etcd_lease_ttl_s = absl::GetFlag(FLAGS_etcd_lease_ttl);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   struct FileFlag {
     const absl::Flag<std::string>* flag;
@@ -175,9 +234,23 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   ZSHARD_LOG_INFO(line);
 
-  int sig = 0;
-  sigwait(&signals, &sig);
-  ZSHARD_LOG_INFO(absl::StrCat("signal ", sig, ": shutting down"));
-  (*coordinator)->Shutdown();
-  return 0;
+  // Serves until a signal, or until it no longer leads its etcd prefix
+  // (its writes would all be refused: it steps down).
+  const timespec poll = {0, 200 * 1000 * 1000};
+  while (true) {
+    const int sig = sigtimedwait(&signals, nullptr, &poll);
+    if (sig > 0) {
+      ZSHARD_LOG_INFO(absl::StrCat("signal ", sig, ": shutting down"));
+      (*coordinator)->Shutdown();
+      return 0;
+    }
+    if ((*coordinator)->deposed()) {
+      const std::string why =
+          "lost the leadership of its etcd prefix (its lease expired, was "
+          "revoked or could not be renewed): stepping down";
+      ZSHARD_LOG_ERROR(why);
+      (*coordinator)->Shutdown();
+      return Fail(1, why);
+    }
+  }
 }

@@ -52,24 +52,6 @@ std::map<std::string, std::string> LabelsFrom(const nlohmann::json& j) {
   return labels;
 }
 
-MemberState ParseMemberState(const std::string& s) {
-  for (MemberState m :
-       {MemberState::kJoining, MemberState::kActive, MemberState::kSpare,
-        MemberState::kDraining, MemberState::kDead, MemberState::kLeft}) {
-    if (s == MemberStateName(m)) return m;
-  }
-  return MemberState::kDead;
-}
-
-EpochStatus ParseEpochStatus(const std::string& s) {
-  for (EpochStatus e :
-       {EpochStatus::kProposed, EpochStatus::kCommitted, EpochStatus::kStable,
-        EpochStatus::kAbandoned, EpochStatus::kBroken}) {
-    if (s == EpochStatusName(e)) return e;
-  }
-  return EpochStatus::kAbandoned;
-}
-
 // Columns of an epoch row without moves_json (see ReadEpoch).
 constexpr char kEpochColumns[] =
     "epoch, base_epoch, status, world, instances, plan_hash, resume_step, "

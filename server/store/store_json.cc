@@ -226,4 +226,98 @@ bool CheckpointFromJson(const std::string& text, CheckpointRecord* c) {
   return true;
 }
 
+MemberState ParseMemberState(const std::string& s) {
+  for (MemberState m :
+       {MemberState::kJoining, MemberState::kActive, MemberState::kSpare,
+        MemberState::kDraining, MemberState::kDead, MemberState::kLeft}) {
+    if (s == MemberStateName(m)) return m;
+  }
+  return MemberState::kDead;
+}
+
+EpochStatus ParseEpochStatus(const std::string& s) {
+  for (EpochStatus e :
+       {EpochStatus::kProposed, EpochStatus::kCommitted, EpochStatus::kStable,
+        EpochStatus::kAbandoned, EpochStatus::kBroken}) {
+    if (s == EpochStatusName(e)) return e;
+  }
+  return EpochStatus::kAbandoned;
+}
+
+std::string MemberJson(const Member& m) {
+  return json{{"worker_id", m.worker_id},
+              {"name", m.name},
+              {"token", m.token},
+              {"address", m.address},
+              {"labels", m.labels},
+              {"device",
+               {{"kind", m.device.kind},
+                {"model", m.device.model},
+                {"memory_bytes", m.device.memory_bytes},
+                {"count", m.device.count}}},
+              {"state", MemberStateName(m.state)},
+              {"rank", m.rank},
+              {"join_seq", m.join_seq},
+              {"epoch", m.epoch},
+              {"step", m.step},
+              {"reason", m.reason}}
+      .dump();
+}
+
+bool MemberFromJson(const std::string& text, Member* m) {
+  json j = Parse(text);
+  if (!j.is_object() || !j.contains("worker_id")) return false;
+  m->worker_id = j.value("worker_id", "");
+  m->name = j.value("name", "");
+  m->token = j.value("token", "");
+  m->address = j.value("address", "");
+  m->labels = LabelsFrom(j.value("labels", json::object()));
+  json dev = j.value("device", json::object());
+  if (dev.is_object()) {
+    m->device.kind = dev.value("kind", "");
+    m->device.model = dev.value("model", "");
+    m->device.memory_bytes = dev.value("memory_bytes", int64_t{0});
+    m->device.count = dev.value("count", 0);
+  }
+  m->state = ParseMemberState(j.value("state", ""));
+  m->rank = j.value("rank", -1);
+  m->join_seq = j.value("join_seq", int64_t{0});
+  m->epoch = j.value("epoch", int64_t{0});
+  m->step = j.value("step", int64_t{0});
+  m->reason = j.value("reason", "");
+  return true;
+}
+
+std::string EpochRowJson(const StoredEpoch& e) {
+  const EpochPlan& p = e.plan;
+  return json{{"epoch", p.epoch},
+              {"base_epoch", p.base_epoch},
+              {"status", EpochStatusName(e.status)},
+              {"world", p.world},
+              {"instances", p.instances},
+              {"plan_hash", p.plan_hash},
+              {"resume_step", p.resume_step},
+              {"slots_json", SlotsJson(p.slots)},
+              {"reason", p.reason},
+              {"extra_json", EpochExtraJson(p)}}
+      .dump();
+}
+
+bool EpochRowFromJson(const std::string& text, StoredEpoch* e) {
+  json j = Parse(text);
+  if (!j.is_object() || !j.contains("epoch")) return false;
+  EpochPlan& p = e->plan;
+  p.epoch = j.value("epoch", int64_t{0});
+  p.base_epoch = j.value("base_epoch", int64_t{0});
+  e->status = ParseEpochStatus(j.value("status", ""));
+  p.world = j.value("world", 0);
+  p.instances = j.value("instances", 0);
+  p.plan_hash = j.value("plan_hash", "");
+  p.resume_step = j.value("resume_step", int64_t{0});
+  p.slots = SlotsFromJson(j.value("slots_json", "[]"));
+  p.reason = j.value("reason", "");
+  EpochExtraFromJson(j.value("extra_json", "{}"), &p);
+  return true;
+}
+
 }  // namespace zshard::server

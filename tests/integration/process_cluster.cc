@@ -2,6 +2,7 @@
 
 #include "tests/integration/process_cluster.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 
@@ -47,13 +48,14 @@ absl::Status ProcessCluster::StartCoordinator(
   const std::string text = job.ToJson();
   std::fwrite(text.data(), 1, text.size(), f);
   std::fclose(f);
-  coordinator_flags_ = {Bin("zshard-coordinator"),
-                        "--job",
-                        job_path,
-                        "--listen",
-                        address(),
-                        "--state-dir",
-                        dir_.File("state")};
+  coordinator_flags_ = {Bin("zshard-coordinator"), "--job", job_path,
+                        "--listen", address()};
+  // A --store among the extra flags replaces the state dir.
+  if (std::find(extra_flags.begin(), extra_flags.end(), "--store") ==
+      extra_flags.end()) {
+    coordinator_flags_.push_back("--state-dir");
+    coordinator_flags_.push_back(dir_.File("state"));
+  }
   coordinator_flags_.insert(coordinator_flags_.end(), extra_flags.begin(),
                             extra_flags.end());
   return RestartCoordinator(wait);

@@ -39,7 +39,8 @@ class ProcessCluster {
   ProcessCluster();
 
   // Writes the job file and starts the coordinator on a fixed free port
-  // with `extra_flags`; waits until `status` answers (plaintext only; with
+  // with `extra_flags` (and --state-dir in the temp dir unless they hold
+  // --store); waits until `status` answers (plaintext only; with
   // TLS pass wait = false and wait with the right flags).
   absl::Status StartCoordinator(
       const TestJob& job, const std::vector<std::string>& extra_flags = {},

@@ -2,14 +2,13 @@
 // the membership's events with their reasons, kept across a restart.
 #include "server/events/event_log.h"
 
-#include <filesystem>
 #include <thread>
 
 #include "absl/time/clock.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
 #include "server/membership/membership.h"
-#include "server/store/sqlite_state_store.h"
+#include "tests/server/store_backends.h"
 #include "tests/server/test_job.h"
 
 namespace zshard::server {
@@ -62,17 +61,23 @@ TEST(EventLogTest, WaitReturnsOnAppendAndOnShutdown) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
+class MembershipEventsTest
+    : public ::testing::TestWithParam<testing::StoreKind> {
+ protected:
+  void SetUp() override {
+    const std::string skip = testing::StoreSkipReason(GetParam());
+    if (!skip.empty()) GTEST_SKIP() << skip;
+  }
+  testing::StoreLocation location_{GetParam()};
+};
+
 // The events of a membership change carry reasons that name the member,
-// the lease and the world policy's inputs.
-TEST(MembershipEventsTest, ReasonsNameTheCauseAndSurviveARestart) {
-  std::string dir =
-      ::testing::TempDir() + "/events_" +
-      ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  std::filesystem::remove_all(dir);
+// the lease and the world policy's inputs (over both stores).
+TEST_P(MembershipEventsTest, ReasonsNameTheCauseAndSurviveARestart) {
   FakeClock clock(1000);
   int64_t last_seq = 0;
   {
-    auto store = SqliteStateStore::Open(dir).value();
+    auto store = location_.Open().value();
     auto m =
         Membership::Create(testing::TestJob(), &clock, store.get()).value();
     auto a = m->Join({"w0", "127.0.0.1:1", {}, {}}).value();
@@ -109,7 +114,7 @@ TEST(MembershipEventsTest, ReasonsNameTheCauseAndSurviveARestart) {
     EXPECT_GT(last_seq, 4);
     (void)a;
   }
-  auto store = SqliteStateStore::Open(dir).value();
+  auto store = location_.Open().value();
   auto m = Membership::Create(testing::TestJob(), &clock, store.get()).value();
   EventPage page = m->events()->After(0, 1000);
   ASSERT_GE(page.events.size(), static_cast<size_t>(last_seq));
@@ -121,6 +126,10 @@ TEST(MembershipEventsTest, ReasonsNameTheCauseAndSurviveARestart) {
   EXPECT_EQ(page.events[last_seq].kind, "restart");
   EXPECT_EQ(page.events[last_seq].seq, last_seq + 1);
 }
+
+INSTANTIATE_TEST_SUITE_P(Stores, MembershipEventsTest,
+                         ::testing::ValuesIn(testing::kStoreKinds),
+                         testing::StoreKindName);
 
 }  // namespace
 }  // namespace zshard::server

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "server/store/sqlite_state_store.h"
 #include "tests/server/membership_harness.h"
+#include "tests/server/store_backends.h"
 #include "tests/testing/temp_dir.h"
 
 namespace zshard::server {
@@ -75,9 +76,18 @@ TEST(LeaseGraceTest, OnTimeHeartbeatsAreNeverDeclaredDead) {
   EXPECT_EQ(h.m_->Stats().proposals, proposals);
 }
 
-TEST(LeaseGraceTest, EveryMemberGetsOneLeaseOfGraceAfterARestart) {
-  zshard::testing::TempDir dir;
-  auto store = SqliteStateStore::Open(dir.path()).value();
+class LeaseGraceStoreTest
+    : public ::testing::TestWithParam<testing::StoreKind> {
+ protected:
+  void SetUp() override {
+    const std::string skip = testing::StoreSkipReason(GetParam());
+    if (!skip.empty()) GTEST_SKIP() << skip;
+  }
+  testing::StoreLocation location_{GetParam()};
+};
+
+TEST_P(LeaseGraceStoreTest, EveryMemberGetsOneLeaseOfGraceAfterARestart) {
+  auto store = location_.Open().value();
   FakeClock clock(1000);
   job::JobSpec spec = testing::TestJob(2, 2, 4);
   std::vector<std::pair<std::string, std::string>> sessions;
@@ -104,6 +114,10 @@ TEST(LeaseGraceTest, EveryMemberGetsOneLeaseOfGraceAfterARestart) {
   EXPECT_EQ(s.members_by_state[MemberState::kDead], 3);
   EXPECT_EQ(s.members_by_state[MemberState::kActive], 1);
 }
+
+INSTANTIATE_TEST_SUITE_P(Stores, LeaseGraceStoreTest,
+                         ::testing::ValuesIn(testing::kStoreKinds),
+                         testing::StoreKindName);
 
 TEST(LeaseGraceTest, ALongPauseGivesEveryMemberOneLeaseOfGrace) {
   MembershipOptions options;

@@ -1,6 +1,7 @@
-// Re-sharding state across a coordinator restart (real SQLite in a temp
-// dir): the stable epoch, a committed epoch's moves, checkpoints, the
-// reshard history and a failed job survive; --restore needs a fresh dir.
+// Re-sharding state across a coordinator restart, over both stores (real
+// SQLite in a temp dir, a real etcd started by the test): the stable epoch, a
+// committed epoch's moves, checkpoints, the reshard history and a failed job
+// survive; --restore needs a fresh dir.
 #include <stdlib.h>
 
 #include <memory>
@@ -11,16 +12,26 @@
 #include "server/store/sqlite_state_store.h"
 #include "server/store/store_json.h"
 #include "tests/server/membership_harness.h"
+#include "tests/server/store_backends.h"
 
 namespace zshard::server {
 namespace {
 
-std::string MakeTempDir() {
-  std::string tmpl = ::testing::TempDir() + "/zshard-reshard-XXXXXX";
-  char* dir = mkdtemp(tmpl.data());
-  EXPECT_NE(dir, nullptr);
-  return tmpl;
-}
+using testing::StoreKind;
+
+class ReshardStoreTest : public ::testing::TestWithParam<StoreKind> {
+ protected:
+  void SetUp() override {
+    const std::string skip = testing::StoreSkipReason(GetParam());
+    if (!skip.empty()) GTEST_SKIP() << skip;
+  }
+  std::unique_ptr<StateStore> Open() {
+    auto store = location_.Open();
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? *std::move(store) : nullptr;
+  }
+  testing::StoreLocation location_{GetParam()};
+};
 
 CheckpointReport Half(int64_t epoch, int rank) {
   CheckpointReport r;
@@ -36,12 +47,12 @@ CheckpointReport Half(int64_t epoch, int rank) {
   return r;
 }
 
-TEST(ReshardStoreTest, RestartRestoresStableEpochMovesCheckpointsHistory) {
-  std::string dir = MakeTempDir();
+TEST_P(ReshardStoreTest, RestartRestoresStableEpochMovesCheckpointsHistory) {
   EpochPlan stable, committed;
   std::vector<ReshardRecord> history;
   {
-    auto store = SqliteStateStore::Open(dir).value();
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
     testing::Harness h(testing::TestJob(1, 2, 4), store.get());
     for (int i = 0; i < 2; ++i) h.Join("w" + std::to_string(i));
     stable = h.Settle(20);
@@ -63,7 +74,8 @@ TEST(ReshardStoreTest, RestartRestoresStableEpochMovesCheckpointsHistory) {
     ASSERT_FALSE(committed.moves.empty());
     history = h.m_->ReshardHistory(0);
   }
-  auto store = SqliteStateStore::Open(dir).value();
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
   FakeClock clock(90000);
   auto m = Membership::Create(testing::TestJob(1, 2, 4), &clock, store.get())
                .value();
@@ -107,11 +119,11 @@ TEST(ReshardStoreTest, RestartRestoresStableEpochMovesCheckpointsHistory) {
               ::testing::HasSubstr("fresh state dir"));
 }
 
-TEST(ReshardStoreTest, FailedJobStaysFailedAfterRestart) {
-  std::string dir = MakeTempDir();
+TEST_P(ReshardStoreTest, FailedJobStaysFailedAfterRestart) {
   std::string reason;
   {
-    auto store = SqliteStateStore::Open(dir).value();
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
     testing::Harness h(testing::TestJob(1, 2, 4), store.get());
     for (int i = 0; i < 3; ++i) h.Join("w" + std::to_string(i));
     h.Settle();
@@ -121,14 +133,19 @@ TEST(ReshardStoreTest, FailedJobStaysFailedAfterRestart) {
     reason = h.m_->FailureReason();
     ASSERT_FALSE(reason.empty());
   }
-  auto store = SqliteStateStore::Open(dir).value();
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
   FakeClock clock(90000);
   auto m = Membership::Create(testing::TestJob(1, 2, 4), &clock, store.get())
                .value();
   EXPECT_EQ(m->FailureReason(), reason);
 }
 
-TEST(ReshardStoreTest, MovesJsonReadsOldAndNewForms) {
+INSTANTIATE_TEST_SUITE_P(Stores, ReshardStoreTest,
+                         ::testing::ValuesIn(testing::kStoreKinds),
+                         testing::StoreKindName);
+
+TEST(StoreJsonTest, MovesJsonReadsOldAndNewForms) {
   plan::Move m;
   m.source_rank = 1;
   m.dest_rank = 2;

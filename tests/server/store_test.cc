@@ -1,6 +1,7 @@
-// Persistence round trip: a membership backed by real SQLite in a temp dir
-// is rebuilt from it with the same epoch, members and tokens, and no new
-// epoch; a transition cut by the restart is abandoned.
+// Persistence round trip over both stores (real SQLite in a temp dir, a
+// real etcd started by the test): a membership is rebuilt from its store
+// with the same epoch, members and tokens, and no new epoch; a transition
+// cut by the restart is abandoned.
 #include <stdlib.h>
 
 #include <memory>
@@ -9,30 +10,41 @@
 #include "gtest/gtest.h"
 #include "server/store/sqlite_state_store.h"
 #include "tests/server/membership_harness.h"
+#include "tests/server/store_backends.h"
 
 namespace zshard::server {
 namespace {
 
-std::string MakeTempDir() {
-  std::string tmpl = ::testing::TempDir() + "/zshard-store-XXXXXX";
-  char* dir = mkdtemp(tmpl.data());
-  EXPECT_NE(dir, nullptr);
-  return tmpl;
-}
+using testing::StoreKind;
 
-TEST(StoreTest, RestartRestoresEpochMembersAndTokens) {
-  std::string dir = MakeTempDir();
+class StoreTest : public ::testing::TestWithParam<StoreKind> {
+ protected:
+  void SetUp() override {
+    const std::string skip = testing::StoreSkipReason(GetParam());
+    if (!skip.empty()) GTEST_SKIP() << skip;
+  }
+  std::unique_ptr<StateStore> Open() {
+    auto store = location_.Open();
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? *std::move(store) : nullptr;
+  }
+  testing::StoreLocation location_{GetParam()};
+};
+
+TEST_P(StoreTest, RestartRestoresEpochMembersAndTokens) {
   std::map<std::string, testing::Session> sessions;
   EpochPlan before;
   {
-    auto store = SqliteStateStore::Open(dir).value();
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
     testing::Harness h(testing::TestJob(), store.get());
     for (int i = 0; i < 5; ++i) h.Join("w" + std::to_string(i));
     before = h.Settle(/*step=*/40);
     ASSERT_EQ(before.world, 4);
     sessions = h.sessions_;
   }
-  auto store = SqliteStateStore::Open(dir).value();
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
   FakeClock clock(50000);
   auto m = Membership::Create(testing::TestJob(), &clock, store.get()).value();
   ClusterView v = m->View();
@@ -63,17 +75,18 @@ TEST(StoreTest, RestartRestoresEpochMembersAndTokens) {
   EXPECT_EQ(events->back().kind, "restart");
 }
 
-TEST(StoreTest, TransitionCutByRestartIsAbandoned) {
-  std::string dir = MakeTempDir();
+TEST_P(StoreTest, TransitionCutByRestartIsAbandoned) {
   int64_t proposed = 0;
   {
-    auto store = SqliteStateStore::Open(dir).value();
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
     testing::Harness h(testing::TestJob(), store.get());
     h.Join("w0");
     h.Join("w1");
     proposed = h.Updates().at(0).plan.epoch;
   }
-  auto store = SqliteStateStore::Open(dir).value();
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
   FakeClock clock;
   auto m = Membership::Create(testing::TestJob(), &clock, store.get()).value();
   // The log holds the abandon, then a proposal with a fresh epoch number.
@@ -86,9 +99,9 @@ TEST(StoreTest, TransitionCutByRestartIsAbandoned) {
   EXPECT_EQ(m->View().epoch, 0);
 }
 
-TEST(StoreTest, AnotherJobInTheStateDirIsRefused) {
-  std::string dir = MakeTempDir();
-  auto store = SqliteStateStore::Open(dir).value();
+TEST_P(StoreTest, AnotherJobInTheStoreIsRefused) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
   FakeClock clock;
   ASSERT_TRUE(Membership::Create(testing::TestJob(), &clock, store.get()).ok());
   job::JobSpec other = testing::TestJob();
@@ -97,7 +110,11 @@ TEST(StoreTest, AnotherJobInTheStateDirIsRefused) {
   EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
-TEST(StoreTest, UnusableStateDirIsUnavailable) {
+INSTANTIATE_TEST_SUITE_P(Stores, StoreTest,
+                         ::testing::ValuesIn(testing::kStoreKinds),
+                         testing::StoreKindName);
+
+TEST(SqliteStoreTest, UnusableStateDirIsUnavailable) {
   auto store = SqliteStateStore::Open("/proc/zshard-no-such/dir");
   EXPECT_FALSE(store.ok());
 }

@@ -66,10 +66,12 @@ absl::StatusOr<TlsFiles> MakeTlsFiles(const std::string& dir) {
                        "basicConstraints=critical,CA:TRUE", "-addext",
                        "keyUsage=critical,keyCertSign,cRLSign"});
   if (!s.ok()) return s;
+  // clientAuth too: etcd's JSON gateway dials etcd's own gRPC port with
+  // the server certificate, and --client-cert-auth checks it as a client.
   s = MakeLeaf(dir, "server", "localhost",
                "basicConstraints=CA:FALSE\n"
                "keyUsage=digitalSignature,keyEncipherment\n"
-               "extendedKeyUsage=serverAuth\n"
+               "extendedKeyUsage=serverAuth,clientAuth\n"
                "subjectAltName=DNS:localhost,IP:127.0.0.1\n");
   if (!s.ok()) return s;
   s = MakeLeaf(dir, "client", "zshard-client",

@@ -1,0 +1,188 @@
+// Leader election: campaign key, lease renewal, lowest create revision.
+#include "server/store/leader_election.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status.h"
+
+namespace zshard::server {
+
+absl::StatusOr<std::unique_ptr<LeaderElection>> LeaderElection::Campaign(
+    LeaderElectionOptions options) {
+  while (!options.prefix.empty() && options.prefix.back() == '/') {
+    options.prefix.pop_back();
+  }
+  if (options.prefix.empty()) {
+    return absl::InvalidArgumentError("election prefix is empty");
+  }
+  if (options.id.empty()) {
+    return absl::InvalidArgumentError("election candidate id is empty");
+  }
+  if (options.ttl_s < 1 || options.poll_interval_ms < 1) {
+    return absl::InvalidArgumentError(
+        "election ttl_s and poll_interval_ms must be positive");
+  }
+  ZSHARD_ASSIGN_OR_RETURN(std::unique_ptr<EtcdClient> client,
+                          EtcdClient::Create(options.client));
+  std::unique_ptr<LeaderElection> e(
+      new LeaderElection(std::move(options), std::move(client)));
+  ZSHARD_RETURN_IF_ERROR(e->PutKey());
+  e->Step();
+  e->thread_ = std::thread([raw = e.get()] { raw->Loop(); });
+  return e;
+}
+
+LeaderElection::LeaderElection(LeaderElectionOptions options,
+                               std::unique_ptr<EtcdClient> client)
+    : options_(std::move(options)),
+      election_prefix_(options_.prefix + "/election/"),
+      client_(std::move(client)) {}
+
+LeaderElection::~LeaderElection() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+  Resign().IgnoreError();
+}
+
+absl::Status LeaderElection::PutKey() {
+  ZSHARD_ASSIGN_OR_RETURN(int64_t lease, client_->Grant(options_.ttl_s));
+  const std::string key =
+      absl::StrCat(election_prefix_, absl::StrFormat("%016x", lease));
+  EtcdCompare absent;
+  absent.key = key;
+  absent.target = EtcdCompare::Target::kCreate;
+  absent.number = 0;
+  ZSHARD_ASSIGN_OR_RETURN(
+      EtcdTxnResult r,
+      client_->Txn({absent}, {EtcdOp::Put(key, options_.id, lease)}));
+  if (!r.succeeded) {
+    return absl::InternalError(
+        absl::StrCat("election key '", key, "' exists already"));
+  }
+  absl::MutexLock lock(&mu_);
+  lease_ = lease;
+  key_ = key;
+  create_revision_ = r.revision;  // the txn's revision created the key
+  last_renewal_ = absl::Now();
+  return absl::OkStatus();
+}
+
+void LeaderElection::Step() {
+  int64_t lease = 0;
+  bool renew = false;
+  bool resigned = false;
+  {
+    absl::MutexLock lock(&mu_);
+    lease = lease_;
+    resigned = resigned_;
+    renew = renewing_ &&
+            absl::Now() - last_renewal_ >= absl::Seconds(options_.ttl_s) / 3;
+  }
+  if (resigned) return;
+  if (renew) {
+    absl::StatusOr<int64_t> ttl = client_->KeepAlive(lease);
+    if (ttl.ok()) {
+      absl::MutexLock lock(&mu_);
+      last_renewal_ = absl::Now();
+    } else if (ttl.status().code() == absl::StatusCode::kNotFound) {
+      {
+        absl::MutexLock lock(&mu_);
+        leading_ = false;  // the lease expired: the key is gone
+        if (resigned_) return;
+      }
+      if (!PutKey().ok()) return;  // campaign again at the next step
+    }
+  }
+  absl::StatusOr<EtcdRangeResult> keys = client_->RangePrefix(election_prefix_);
+  absl::MutexLock lock(&mu_);
+  if (!keys.ok()) {
+    // etcd unreachable: the lease may be expiring unseen.
+    if (absl::Now() - last_renewal_ >= absl::Seconds(options_.ttl_s)) {
+      leading_ = false;
+    }
+    return;
+  }
+  const EtcdKeyValue* first = nullptr;
+  for (const EtcdKeyValue& kv : keys->kvs) {
+    if (first == nullptr || kv.create_revision < first->create_revision) {
+      first = &kv;
+    }
+  }
+  leading_ = !resigned_ && first != nullptr && first->key == key_ &&
+             first->create_revision == create_revision_;
+}
+
+void LeaderElection::Loop() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                           absl::Milliseconds(options_.poll_interval_ms));
+      if (stopping_) return;
+    }
+    Step();
+  }
+}
+
+bool LeaderElection::WaitForLeadership(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&leading_), timeout);
+  return leading_;
+}
+
+bool LeaderElection::leading() {
+  absl::MutexLock lock(&mu_);
+  return leading_;
+}
+
+LeaderElection::Fence LeaderElection::fence() {
+  absl::MutexLock lock(&mu_);
+  return Fence{key_, create_revision_};
+}
+
+std::optional<LeaderElection::Fence> LeaderElection::LeadingFence() {
+  absl::MutexLock lock(&mu_);
+  if (!leading_) return std::nullopt;
+  return Fence{key_, create_revision_};
+}
+
+int64_t LeaderElection::lease() {
+  absl::MutexLock lock(&mu_);
+  return lease_;
+}
+
+absl::StatusOr<std::string> LeaderElection::Leader() {
+  ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult keys,
+                          client_->RangePrefix(election_prefix_));
+  const EtcdKeyValue* first = nullptr;
+  for (const EtcdKeyValue& kv : keys.kvs) {
+    if (first == nullptr || kv.create_revision < first->create_revision) {
+      first = &kv;
+    }
+  }
+  return first == nullptr ? std::string() : first->value;
+}
+
+absl::Status LeaderElection::Resign() {
+  int64_t lease = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (resigned_) return absl::OkStatus();
+    resigned_ = true;
+    leading_ = false;
+    lease = lease_;
+  }
+  return client_->Revoke(lease);
+}
+
+void LeaderElection::StopRenewing() {
+  absl::MutexLock lock(&mu_);
+  renewing_ = false;
+}
+
+}  // namespace zshard::server

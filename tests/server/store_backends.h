@@ -1,0 +1,44 @@
+// The state stores the store tests run over: SQLite in a temp dir, and etcd
+// (one server per test binary, started on first use) under a fresh prefix.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "gtest/gtest.h"
+#include "server/store/state_store.h"
+#include "tests/testing/temp_dir.h"
+
+namespace zshard::server::testing {
+
+enum class StoreKind { kSqlite, kEtcd };
+
+// For INSTANTIATE_TEST_SUITE_P: "Sqlite", "Etcd".
+std::string StoreKindName(const ::testing::TestParamInfo<StoreKind>& info);
+
+// Both kinds, for ::testing::Values.
+inline constexpr StoreKind kStoreKinds[] = {StoreKind::kSqlite,
+                                            StoreKind::kEtcd};
+
+// Why stores of `kind` cannot run here (etcd not installed); empty if they
+// can.
+std::string StoreSkipReason(StoreKind kind);
+
+// One store's durable place (a directory or an etcd prefix). Open may be
+// called again once the previous store is gone: a coordinator restart.
+class StoreLocation {
+ public:
+  explicit StoreLocation(StoreKind kind);
+  absl::StatusOr<std::unique_ptr<StateStore>> Open();
+  // The etcd endpoint of the shared server (etcd only).
+  static std::string EtcdEndpoint();
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  StoreKind kind_;
+  zshard::testing::TempDir dir_;
+  std::string prefix_;
+};
+
+}  // namespace zshard::server::testing
