@@ -25,15 +25,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class EtcdTest : public ::testing::Test {
+class EtcdTest : public testing::EtcdServerTest {
  protected:
-  void SetUp() override {
-    const std::string skip =
-        testing::StoreSkipReason(testing::StoreKind::kEtcd);
-    if (!skip.empty()) GTEST_SKIP() << skip;
-    endpoint_ = testing::StoreLocation::EtcdEndpoint();
-    prefix_ = testing::StoreLocation(testing::StoreKind::kEtcd).prefix();
-  }
   std::unique_ptr<EtcdClient> Client(std::vector<std::string> endpoints) {
     EtcdClientOptions o;
     o.endpoints = std::move(endpoints);
@@ -53,9 +46,6 @@ class EtcdTest : public ::testing::Test {
   static std::string DeadEndpoint() {
     return "127.0.0.1:" + std::to_string(zshard::testing::PickFreePort());
   }
-
-  std::string endpoint_;
-  std::string prefix_;
 };
 
 TEST_F(EtcdTest, UnreachableEndpointIsNamed) {

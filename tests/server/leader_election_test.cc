@@ -22,15 +22,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class LeaderElectionTest : public ::testing::Test {
+class LeaderElectionTest : public testing::EtcdServerTest {
  protected:
-  void SetUp() override {
-    const std::string skip =
-        testing::StoreSkipReason(testing::StoreKind::kEtcd);
-    if (!skip.empty()) GTEST_SKIP() << skip;
-    endpoint_ = testing::StoreLocation::EtcdEndpoint();
-    prefix_ = testing::StoreLocation(testing::StoreKind::kEtcd).prefix();
-  }
   std::unique_ptr<LeaderElection> Candidate(const std::string& id) {
     LeaderElectionOptions o;
     o.client.endpoints = {endpoint_};
@@ -68,8 +61,6 @@ class LeaderElectionTest : public ::testing::Test {
   }
 
   static constexpr int64_t kTtlS = 2;
-  std::string endpoint_;
-  std::string prefix_;
 };
 
 TEST_F(LeaderElectionTest, OnlyOneOfTwoCandidatesLeads) {

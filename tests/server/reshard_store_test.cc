@@ -19,19 +19,7 @@ namespace {
 
 using testing::StoreKind;
 
-class ReshardStoreTest : public ::testing::TestWithParam<StoreKind> {
- protected:
-  void SetUp() override {
-    const std::string skip = testing::StoreSkipReason(GetParam());
-    if (!skip.empty()) GTEST_SKIP() << skip;
-  }
-  std::unique_ptr<StateStore> Open() {
-    auto store = location_.Open();
-    EXPECT_TRUE(store.ok()) << store.status();
-    return store.ok() ? *std::move(store) : nullptr;
-  }
-  testing::StoreLocation location_{GetParam()};
-};
+class ReshardStoreTest : public testing::StoreParamTest {};
 
 CheckpointReport Half(int64_t epoch, int rank) {
   CheckpointReport r;

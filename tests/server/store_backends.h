@@ -41,4 +41,34 @@ class StoreLocation {
   std::string prefix_;
 };
 
+// A test over each store kind (the parameter): skipped where the kind
+// cannot run; Open opens (or, after the last one is gone, reopens) its store.
+class StoreParamTest : public ::testing::TestWithParam<StoreKind> {
+ protected:
+  void SetUp() override {
+    const std::string skip = StoreSkipReason(GetParam());
+    if (!skip.empty()) GTEST_SKIP() << skip;
+  }
+  std::unique_ptr<StateStore> Open() {
+    auto store = location_.Open();
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? *std::move(store) : nullptr;
+  }
+  StoreLocation location_{GetParam()};
+};
+
+// A test against the shared etcd server (skipped without etcd): its
+// endpoint and a fresh prefix.
+class EtcdServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string skip = StoreSkipReason(StoreKind::kEtcd);
+    if (!skip.empty()) GTEST_SKIP() << skip;
+    endpoint_ = StoreLocation::EtcdEndpoint();
+    prefix_ = StoreLocation(StoreKind::kEtcd).prefix();
+  }
+  std::string endpoint_;
+  std::string prefix_;
+};
+
 }  // namespace zshard::server::testing

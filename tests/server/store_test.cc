@@ -17,19 +17,7 @@ namespace {
 
 using testing::StoreKind;
 
-class StoreTest : public ::testing::TestWithParam<StoreKind> {
- protected:
-  void SetUp() override {
-    const std::string skip = testing::StoreSkipReason(GetParam());
-    if (!skip.empty()) GTEST_SKIP() << skip;
-  }
-  std::unique_ptr<StateStore> Open() {
-    auto store = location_.Open();
-    EXPECT_TRUE(store.ok()) << store.status();
-    return store.ok() ? *std::move(store) : nullptr;
-  }
-  testing::StoreLocation location_{GetParam()};
-};
+class StoreTest : public testing::StoreParamTest {};
 
 TEST_P(StoreTest, RestartRestoresEpochMembersAndTokens) {
   std::map<std::string, testing::Session> sessions;
