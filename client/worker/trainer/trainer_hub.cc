@@ -43,6 +43,18 @@ absl::StatusOr<sockaddr_un> UnixAddress(const std::string& path) {
   return addr;
 }
 
+// A trainer's frames are input: fields of the wrong type read as absent.
+int64_t IntOr(const nlohmann::json& body, const char* key, int64_t fallback) {
+  auto it = body.find(key);
+  return it != body.end() && it->is_number_integer() ? it->get<int64_t>()
+                                                     : fallback;
+}
+
+std::string StringOr(const nlohmann::json& body, const char* key) {
+  auto it = body.find(key);
+  return it != body.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 // True when `fd`'s peer has closed or the connection broke.
 bool HungUp(int fd) {
   pollfd p{fd, POLLRDHUP, 0};
@@ -372,7 +384,7 @@ absl::StatusOr<BackwardDone> TrainerHub::RunBackward(
       return fail(reply.status());
     }
     const std::string type = reply->type();
-    if (reply->body.value("step", int64_t{-1}) != step.step ||
+    if (IntOr(reply->body, "step", -1) != step.step ||
         (type != "backward_done" && type != "bucket_ready" &&
          type != "discard")) {
       return fail(absl::InvalidArgumentError(
@@ -381,8 +393,9 @@ absl::StatusOr<BackwardDone> TrainerHub::RunBackward(
     }
     if (type == "bucket_ready") {
       if (stream == nullptr) continue;
-      const absl::Status marked = stream->MarkReady(
-          reply->body.value("buffer", -1), reply->body.value("bucket", -1));
+      const absl::Status marked =
+          stream->MarkReady(static_cast<int>(IntOr(reply->body, "buffer", -1)),
+                            static_cast<int>(IntOr(reply->body, "bucket", -1)));
       if (!marked.ok()) {
         return fail(absl::InvalidArgumentError(
             absl::StrCat("bucket_ready: ", marked.message())));
@@ -390,7 +403,7 @@ absl::StatusOr<BackwardDone> TrainerHub::RunBackward(
       continue;
     }
     if (type == "discard") {
-      const std::string why = reply->body.value("reason", std::string());
+      const std::string why = StringOr(reply->body, "reason");
       ZSHARD_LOG_WARN("the trainer discards its step: it is skipped",
                       {{"step", absl::StrCat(step.step)}, {"reason", why}});
       done.discarded = true;

@@ -4,6 +4,7 @@
 // with its layout, a trainer that dies and one that comes back.
 #include "client/worker/trainer/trainer_hub.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -270,6 +271,30 @@ TEST_F(TrainerHubTest, StepsThroughSharedBuffersAndSurvivesATrainerRestart) {
       HasEvent("trainer_attached: trainer pid 4242 attached "
                "(trainer 2 of this daemon)"))
       << ::testing::PrintToString(events());
+}
+
+TEST_F(TrainerHubTest, FieldsOfTheWrongTypeAreRefusedNotThrown) {
+  TrainerLayout layout;  // no buffers: nothing to map
+  layout.generation = 3;
+  Trainer t(path());
+  ASSERT_EQ(t.Hello(ModelJson(JobModel())).type(), "welcome");
+  ASSERT_TRUE(hub_->WaitForTrainer(kTimeoutMs).ok());
+  std::thread trainer([&] {
+    EXPECT_EQ(t.Receive().type(), "layout");
+    EXPECT_EQ(t.Receive().type(), "step");
+    // Ignored without a stream, whatever its fields hold.
+    t.Send({{"type", "bucket_ready"}, {"step", 1}, {"buffer", "x"}});
+    t.Send({{"type", "discard"}, {"step", 1}, {"reason", 7}});
+    t.Send({{"type", "backward_done"}, {"step", "one"}});
+  });
+  absl::StatusOr<BackwardDone> done =
+      hub_->RunBackward(layout, TrainerStep{1, 0, 1, 8, 0.01}, kTimeoutMs);
+  trainer.join();
+  EXPECT_EQ(done.status().code(), absl::StatusCode::kUnavailable)
+      << done.status();
+  EXPECT_THAT(std::string(done.status().message()),
+              ::testing::HasSubstr("want backward_done of step 1"));
+  EXPECT_FALSE(hub_->attached());
 }
 
 TEST_F(TrainerHubTest, ALiveSocketIsRefusedAStaleOneReplaced) {
