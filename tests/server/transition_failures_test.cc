@@ -302,5 +302,52 @@ TEST(TransitionFailuresTest, FailedCheckpointWriteIsAnEventAndIncomplete) {
   EXPECT_EQ(attempts[0].step, 10);
 }
 
+// A training step failed in the stable epoch while every member lives:
+// one event per epoch, and once every member has heartbeated since the
+// report, the same world is proposed again. Until then (a member silent:
+// its lease decides) nothing is proposed.
+TEST(StepFailureTest, TheSameWorldAgainOnceEveryMemberHeartbeated) {
+  Harness h;
+  Session a = h.Join("w0");
+  Session b = h.Join("w1");
+  const EpochPlan stable = h.Settle(0);
+  ASSERT_GT(stable.epoch, 0);
+  h.Updates();
+  PrepareFailure f;
+  f.error = "collective timed out";
+  f.step = 7;
+  auto phase = h.m_->AckFailed(a.id, a.token, stable.epoch, f);
+  ASSERT_TRUE(phase.ok()) << phase.status();
+  EXPECT_EQ(*phase, PlanPhase::kStable);
+  std::vector<Event> failed = EventsOf(*h.m_, "step_failed");
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_THAT(failed[0].reason,
+              HasSubstr("step 7 failed on member w0: collective timed out"));
+  ASSERT_TRUE(h.m_->AckFailed(b.id, b.token, stable.epoch, f).ok());
+  EXPECT_EQ(EventsOf(*h.m_, "step_failed").size(), 1u);
+
+  h.clock_.AdvanceMs(100);
+  h.Beat("w0");
+  h.m_->Tick();
+  EXPECT_TRUE(EventsOf(*h.m_, "replan").empty());
+  EXPECT_EQ(LastProposal(h).epoch, 0);
+  h.Beat("w1");
+  h.m_->Tick();
+  std::vector<Event> replan = EventsOf(*h.m_, "replan");
+  ASSERT_EQ(replan.size(), 1u);
+  EXPECT_THAT(replan[0].reason, HasSubstr("every member is alive"));
+  const EpochPlan again = LastProposal(h);
+  EXPECT_EQ(again.epoch, stable.epoch + 1);
+  ASSERT_EQ(again.world, stable.world);
+  for (int r = 0; r < again.world; ++r) {
+    EXPECT_EQ(again.slots[r].worker_id, stable.slots[r].worker_id);
+  }
+  // Committed and stable again: nothing more is proposed.
+  h.Settle(7);
+  h.m_->Tick();
+  EXPECT_EQ(LastProposal(h).epoch, 0);
+  EXPECT_EQ(EventsOf(*h.m_, "replan").size(), 1u);
+}
+
 }  // namespace
 }  // namespace zshard::server
