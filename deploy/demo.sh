@@ -185,7 +185,7 @@ echo "  the trained model continues \"$("$python" -c "import charlm; t = charlm.
 sed -n 1p "$run/trainer-w$shown.out" | cut -c17- | sed 's/^/    /'
 
 section "the kill and the re-shard that followed (zshardctl events, reshards)"
-"$bin/zshardctl" --coordinator "$addr" events | grep -E ' (dead|propose|moves|commit|stable|finished) ' | tail -n 6 || true
+"$bin/zshardctl" --coordinator "$addr" events | grep -E ' (step_failed|dead|propose|moves|commit|stable|finished) ' | tail -n 7 || true
 echo
 "$bin/zshardctl" --coordinator "$addr" reshards || true
 
