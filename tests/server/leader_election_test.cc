@@ -44,6 +44,14 @@ class LeaderElectionTest : public testing::EtcdServerTest {
     store->SetFence(f.key, f.create_revision);
     return store;
   }
+  // Candidates a_ and b_ on the prefix, a_ (first to campaign) leading.
+  void StartALeadingB() {
+    a_ = Candidate("a");
+    ASSERT_NE(a_, nullptr);
+    b_ = Candidate("b");
+    ASSERT_NE(b_, nullptr);
+    ASSERT_TRUE(a_->WaitForLeadership(absl::Seconds(5)));
+  }
   static StoreWrite Meta(int64_t value) {
     StoreWrite w;
     w.meta["writer"] = value;
@@ -61,6 +69,8 @@ class LeaderElectionTest : public testing::EtcdServerTest {
   }
 
   static constexpr int64_t kTtlS = 2;
+  std::unique_ptr<LeaderElection> a_;
+  std::unique_ptr<LeaderElection> b_;
 };
 
 TEST_F(LeaderElectionTest, OnlyOneOfTwoCandidatesLeads) {
@@ -77,12 +87,10 @@ TEST_F(LeaderElectionTest, OnlyOneOfTwoCandidatesLeads) {
 }
 
 TEST_F(LeaderElectionTest, RevokedLeaderIsReplacedAndFenced) {
-  auto a = Candidate("a");
-  ASSERT_NE(a, nullptr);
-  auto b = Candidate("b");
-  ASSERT_NE(b, nullptr);
-  ASSERT_TRUE(a->WaitForLeadership(absl::Seconds(5)));
-  auto a_store = FencedStore(a.get());
+  ASSERT_NO_FATAL_FAILURE(StartALeadingB());
+  LeaderElection* a = a_.get();
+  LeaderElection* b = b_.get();
+  auto a_store = FencedStore(a);
   ASSERT_TRUE(a_store->Apply(Meta(1)).ok());
   // Another client revokes a's lease (as an operator or etcd would).
   EtcdClientOptions o;
@@ -90,12 +98,12 @@ TEST_F(LeaderElectionTest, RevokedLeaderIsReplacedAndFenced) {
   auto admin = EtcdClient::Create(o).value();
   const auto revoked_at = std::chrono::steady_clock::now();
   ASSERT_TRUE(admin->Revoke(a->lease()).ok());
-  ExpectTakesOver(b.get(), revoked_at);
+  ExpectTakesOver(b, revoked_at);
   EXPECT_EQ(b->Leader().value(), "b");
   absl::Status stale = a_store->Apply(Meta(2));
   EXPECT_EQ(stale.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(stale.message()), HasSubstr("no longer the leader"));
-  auto b_store = FencedStore(b.get());
+  auto b_store = FencedStore(b);
   ASSERT_TRUE(b_store->Apply(Meta(3)).ok());
   EXPECT_EQ(b_store->Load().value().meta.at("writer"), 3);
   // a saw its lease gone, campaigned again and stands by behind b.
@@ -108,33 +116,29 @@ TEST_F(LeaderElectionTest, RevokedLeaderIsReplacedAndFenced) {
 }
 
 TEST_F(LeaderElectionTest, ExpiredLeaseElectsTheOtherWithinTtlPlusTwoSeconds) {
-  auto a = Candidate("a");
-  ASSERT_NE(a, nullptr);
-  auto b = Candidate("b");
-  ASSERT_NE(b, nullptr);
-  ASSERT_TRUE(a->WaitForLeadership(absl::Seconds(5)));
-  auto a_store = FencedStore(a.get());
+  ASSERT_NO_FATAL_FAILURE(StartALeadingB());
+  LeaderElection* a = a_.get();
+  LeaderElection* b = b_.get();
+  auto a_store = FencedStore(a);
   // a freezes: it stops renewing and its lease runs out.
   const auto frozen_at = std::chrono::steady_clock::now();
   a->StopRenewing();
   EXPECT_TRUE(a_store->Apply(Meta(1)).ok());  // still the leader for now
-  ExpectTakesOver(b.get(), frozen_at);
+  ExpectTakesOver(b, frozen_at);
   EXPECT_EQ(a_store->Apply(Meta(2)).code(),
             absl::StatusCode::kFailedPrecondition);
-  auto b_store = FencedStore(b.get());
+  auto b_store = FencedStore(b);
   EXPECT_TRUE(b_store->Apply(Meta(3)).ok());
 }
 
 TEST_F(LeaderElectionTest, ResignedLeaderHandsOver) {
-  auto a = Candidate("a");
-  ASSERT_NE(a, nullptr);
-  auto b = Candidate("b");
-  ASSERT_NE(b, nullptr);
-  ASSERT_TRUE(a->WaitForLeadership(absl::Seconds(5)));
+  ASSERT_NO_FATAL_FAILURE(StartALeadingB());
+  LeaderElection* a = a_.get();
+  LeaderElection* b = b_.get();
   const auto resigned_at = std::chrono::steady_clock::now();
   ASSERT_TRUE(a->Resign().ok());
   EXPECT_FALSE(a->leading());
-  ExpectTakesOver(b.get(), resigned_at);
+  ExpectTakesOver(b, resigned_at);
 }
 
 // Two candidates write (every 5 ms) whenever they lead, each fenced by the
@@ -143,11 +147,9 @@ TEST_F(LeaderElectionTest, ResignedLeaderHandsOver) {
 // writer's campaign key was the lowest (it led), and every Apply that
 // returned OK is there.
 TEST_F(LeaderElectionTest, NoTwoLeadersEverWrote) {
-  auto a = Candidate("a");
-  ASSERT_NE(a, nullptr);
-  auto b = Candidate("b");
-  ASSERT_NE(b, nullptr);
-  ASSERT_TRUE(a->WaitForLeadership(absl::Seconds(5)));
+  ASSERT_NO_FATAL_FAILURE(StartALeadingB());
+  LeaderElection* a = a_.get();
+  LeaderElection* b = b_.get();
   std::atomic<bool> stop{false};
   std::atomic<int64_t> landed[2] = {0, 0};
   auto writer = [&](LeaderElection* e, int who) {
@@ -172,8 +174,8 @@ TEST_F(LeaderElectionTest, NoTwoLeadersEverWrote) {
       absl::SleepFor(absl::Milliseconds(5));
     }
   };
-  std::thread ta(writer, a.get(), 0);
-  std::thread tb(writer, b.get(), 1);
+  std::thread ta(writer, a, 0);
+  std::thread tb(writer, b, 1);
   EtcdClientOptions co;
   co.endpoints = {endpoint_};
   auto admin = EtcdClient::Create(co).value();
