@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
 # The coordinator image: zshard-coordinator (and zshardctl, for `kubectl exec`
-# administration) built by the project's own CMake on Debian 12, shipped on
-# debian:12-slim with only the shared libraries the binaries load, run as an
-# unprivileged user. Build from the repository root:
+# administration; etcd for the HA overlay's etcd members) built by the
+# project's own CMake on Debian 12, shipped on debian:12-slim with only the
+# shared libraries the binaries load, run as an unprivileged user. Build from the repository root:
 #   docker build -f deploy/docker/coordinator.Dockerfile -t zshard/coordinator:0.1.0 .
 
 ARG DEBIAN_IMAGE=debian:12
@@ -24,10 +24,13 @@ FROM debian:12-slim AS runtime
 ARG DEBIAN_FRONTEND=noninteractive
 # Runtime halves of the -dev packages the build links (Debian 12 names):
 # gRPC++ (with reflection and health), protobuf, Abseil, SQLite, OpenSSL,
-# cpp-httplib (Prometheus endpoint); ca-certificates for TLS peers.
+# cpp-httplib (Prometheus endpoint); ca-certificates for TLS peers; and
+# Debian's etcd-server, which the etcd members of deploy/k8s/overlays/ha
+# run from this image (/usr/bin/etcd).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       ca-certificates \
+      etcd-server \
       libabsl20220623 \
       libcpp-httplib0.11 \
       libgrpc++1.51 \

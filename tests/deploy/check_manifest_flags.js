@@ -8,7 +8,11 @@
 // malformed job spec included). A process still running at the deadline, or
 // one that ends otherwise (say, no coordinator to reach), passes.
 // Placeholder TLS material is replaced by certificates from
-// deploy/k8s/make-secrets.sh, so TLS files load.
+// deploy/k8s/make-secrets.sh, so TLS files load. A coordinator on an etcd
+// store (--store etcd:ENDPOINTS/PREFIX) gets the endpoints of a local etcd
+// started here. Containers that run another program by absolute path (the
+// etcd members) are started with the host's program of that path, skipped
+// when it is not installed.
 //
 //   node check_manifest_flags.js --modules DIR --bin-dir DIR \
 //       (--kustomize DIR | FILE.yaml)...
@@ -18,6 +22,7 @@
 
 const childProcess = require('child_process');
 const fs = require('fs');
+const http = require('http');
 const net = require('net');
 const os = require('os');
 const path = require('path');
@@ -98,6 +103,7 @@ function volumeFiles(volume, objects, scratch) {
   const find = (kind, name) => objects.find(
       (o) => o.kind === kind && o.metadata && o.metadata.name === name);
   const files = {};
+  if (!volume) return files;  // a StatefulSet's volumeClaimTemplate: empty
   if (volume.configMap) {
     const cm = find('ConfigMap', volume.configMap.name);
     if (!cm) throw new Error(`configMap '${volume.configMap.name}' is not rendered`);
@@ -119,8 +125,9 @@ function volumeFiles(volume, objects, scratch) {
   return files;
 }
 
-// The environment the kubelet would give the container (downward API faked).
-function containerEnv(container, podName) {
+// The environment the kubelet would give the container (downward API faked,
+// ConfigMap keys read from the rendering).
+function containerEnv(container, podName, objects) {
   const env = {};
   for (const e of container.env || []) {
     let value = e.value;
@@ -130,7 +137,14 @@ function containerEnv(container, podName) {
       else if (ref.fieldPath === 'metadata.namespace') value = 'zshard';
       else if (ref.fieldPath === 'spec.nodeName') value = 'node-a';
       else if (ref.fieldPath.startsWith('metadata.labels')) value = 'zone-a';
+      else if (ref.fieldPath === 'status.podIP') value = '127.0.0.1';
       else value = 'unknown';
+    }
+    const cmRef = e.valueFrom && e.valueFrom.configMapKeyRef;
+    if (cmRef) {
+      const cm = objects.find((o) => o.kind === 'ConfigMap' &&
+                                     o.metadata && o.metadata.name === cmRef.name);
+      value = cm && cm.data ? cm.data[cmRef.key] : undefined;
     }
     // $(VAR) refers to variables defined earlier in the list.
     env[e.name] = expand(value || '', env);
@@ -143,6 +157,64 @@ function expand(text, env) {
     if (m === '$$') return '$';
     return Object.prototype.hasOwnProperty.call(env, name) ? env[name] : m;
   });
+}
+
+// A local single-member etcd for the coordinators on an etcd store, started
+// on first use: resolves to its client endpoint (HOST:PORT).
+let localEtcd = null;
+function etcdEndpoint(scratch) {
+  if (localEtcd) return localEtcd.endpoint;
+  localEtcd = {};
+  localEtcd.endpoint = (async () => {
+    const client = await freePort();
+    const peer = await freePort();
+    const child = childProcess.spawn('etcd', [
+      '--name', 'check', '--data-dir', path.join(scratch, 'etcd'),
+      '--listen-client-urls', `http://127.0.0.1:${client}`,
+      '--advertise-client-urls', `http://127.0.0.1:${client}`,
+      '--listen-peer-urls', `http://127.0.0.1:${peer}`,
+      '--initial-advertise-peer-urls', `http://127.0.0.1:${peer}`,
+      '--initial-cluster', `check=http://127.0.0.1:${peer}`,
+      '--max-txn-ops', '16384', '--max-request-bytes', '33554432'],
+    {stdio: 'ignore'});
+    localEtcd.child = child;
+    await new Promise((resolve, reject) => {
+      child.on('error', (e) => reject(new Error(`cannot start etcd: ${e.message}`)));
+      const deadline = Date.now() + 20000;
+      const poll = () => {
+        const req = http.get(`http://127.0.0.1:${client}/health`, (res) => {
+          res.resume();
+          if (res.statusCode === 200) resolve();
+          else retry();
+        });
+        req.on('error', retry);
+      };
+      const retry = () => {
+        if (Date.now() > deadline) reject(new Error('local etcd not healthy in 20 s'));
+        else setTimeout(poll, 100);
+      };
+      poll();
+    });
+    return `127.0.0.1:${client}`;
+  })();
+  return localEtcd.endpoint;
+}
+
+// One argument as the container would see it, made runnable here: mounted
+// paths under the pod's scratch root, wildcard listen addresses (plain or
+// in URLs) on free loopback ports, etcd store endpoints on the local etcd.
+// Handles "--flag=value" as well as separate values.
+async function localArg(raw, root, mounts, scratch) {
+  const eq = /^(--[A-Za-z0-9-]+=)(.*)$/.exec(raw);
+  const prefix = eq ? eq[1] : '';
+  let a = eq ? eq[2] : raw;
+  const mount = mounts.find((p) => a === p || a.startsWith(p + '/'));
+  if (mount) a = path.join(root, a);
+  const listen = /^(https?:\/\/)?0\.0\.0\.0:\d+$/.exec(a);
+  if (listen) a = `${listen[1] || ''}127.0.0.1:${await freePort()}`;
+  const store = /^etcd:[^/]+(\/.+)$/.exec(a);
+  if (store) a = `etcd:${await etcdEndpoint(scratch)}${store[1]}`;
+  return prefix + a;
 }
 
 // Starts one container's binary; resolves to {verdict, detail}.
@@ -203,10 +275,12 @@ async function main() {
           const imageName = (c.image || '').replace(/[:@].*$/, '');
           const program = c.command ? c.command[0] : kEntrypoints[imageName];
           if (!program) continue;
-          const binary = path.join(args.binDir, path.basename(program));
+          const ours = path.basename(program).startsWith('zshard');
+          const binary = ours || !path.isAbsolute(program) ?
+              path.join(args.binDir, path.basename(program)) : program;
           const label = `${obj.kind}/${obj.metadata.name} ${c.name}`;
           if (!fs.existsSync(binary)) {
-            console.log(`SKIP ${label}: ${binary} is not built`);
+            console.log(`SKIP ${label}: ${binary} is not ${ours ? 'built' : 'installed'}`);
             continue;
           }
           const root = fs.mkdtempSync(path.join(scratch, 'pod-'));
@@ -220,15 +294,10 @@ async function main() {
             }
             mounts.push(m.mountPath);
           }
-          const env = containerEnv(c, podName);
+          const env = containerEnv(c, podName, objects);
           const argv = [];
           for (const raw of c.args || []) {
-            let a = expand(raw, env);
-            const mount = mounts.find((p) => a === p || a.startsWith(p + '/'));
-            if (mount) a = path.join(root, a);
-            const listen = /^0\.0\.0\.0:\d+$/.exec(a);
-            if (listen) a = `127.0.0.1:${await freePort()}`;
-            argv.push(a);
+            argv.push(await localArg(expand(raw, env), root, mounts, scratch));
           }
           const {verdict, detail} = await runContainer(binary, argv, env);
           console.log(`${verdict} ${label}: ${detail}`);
@@ -238,6 +307,7 @@ async function main() {
       }
     }
   } finally {
+    if (localEtcd && localEtcd.child) localEtcd.child.kill('SIGKILL');
     fs.rmSync(scratch, {recursive: true, force: true});
   }
   if (ran === 0) die(kSkip, 'SKIP no zshard binary built to check');

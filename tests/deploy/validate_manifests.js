@@ -204,7 +204,11 @@ function checkReferences(objects) {
     if (selector && !matches(selector, podLabels(w))) {
       add(w, 'selector does not match the pod template labels');
     }
-    const volumes = new Set((spec.volumes || []).map((v) => v.name));
+    // A StatefulSet's volumeClaimTemplates are volumes of its pods too.
+    const volumes = new Set([
+      ...(spec.volumes || []).map((v) => v.name),
+      ...((w.spec || {}).volumeClaimTemplates || []).map(
+          (t) => (t.metadata || {}).name)]);
     for (const v of spec.volumes || []) {
       if (v.configMap && !v.configMap.optional && !named('ConfigMap', v.configMap.name)) {
         add(w, `volume '${v.name}': configMap '${v.configMap.name}' is not defined`);
@@ -219,6 +223,18 @@ function checkReferences(objects) {
       }
     }
     for (const c of [...(spec.initContainers || []), ...(spec.containers || [])]) {
+      for (const e of c.env || []) {
+        const ref = (e.valueFrom || {}).configMapKeyRef;
+        if (ref && !ref.optional) {
+          const cm = objects.find((o) => o.kind === 'ConfigMap' &&
+                                         o.metadata && o.metadata.name === ref.name);
+          if (!cm) {
+            add(w, `env '${e.name}': configMap '${ref.name}' is not defined`);
+          } else if (!Object.prototype.hasOwnProperty.call(cm.data || {}, ref.key)) {
+            add(w, `env '${e.name}': configMap '${ref.name}' has no key '${ref.key}'`);
+          }
+        }
+      }
       for (const m of c.volumeMounts || []) {
         if (!volumes.has(m.name)) {
           add(w, `container '${c.name}' mounts undeclared volume '${m.name}'`);
