@@ -89,13 +89,13 @@ absl::StatusOr<Buffer> Device::Allocate(MemoryCategory category,
 absl::StatusOr<Buffer> Device::AllocateShared(MemoryCategory category,
                                               int64_t bytes) {
   if (bytes <= 0) return Allocate(category, bytes);
-  int fd = -1;
-  void* data = ReserveShared(category, bytes, &fd);
-  if (data == nullptr && fd == -2) {
+  if (!SupportsSharedMemory()) {
     return absl::UnimplementedError(absl::StrCat(
         "device ", DeviceSpecName(spec_),
         ": no shared memory another process maps by fd (use CUDA IPC)"));
   }
+  int fd = -1;
+  void* data = ReserveShared(category, bytes, &fd);
   if (data == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "device ", DeviceSpecName(spec_), ": cannot allocate ", bytes,
@@ -111,10 +111,7 @@ absl::StatusOr<Buffer> Device::AllocateShared(MemoryCategory category,
   return buffer;
 }
 
-void* Device::ReserveShared(MemoryCategory, int64_t, int* fd) {
-  *fd = -2;  // not supported
-  return nullptr;
-}
+void* Device::ReserveShared(MemoryCategory, int64_t, int*) { return nullptr; }
 
 MemoryBytes Device::memory() const {
   auto of = [this](MemoryCategory c) {

@@ -188,8 +188,12 @@ class Device {
   // Raw memory of `bytes` > 0, zeroed; null when there is none.
   virtual void* Reserve(MemoryCategory category, int64_t bytes) = 0;
   virtual void Release(MemoryCategory category, void* data) = 0;
+  // Whether ReserveShared can give memory another process maps by fd.
+  // Default: no.
+  virtual bool SupportsSharedMemory() const { return false; }
   // Shared memory of `bytes` > 0, zeroed, and its segment's fd; null when
-  // there is none. Released by Release. Default: none.
+  // there is none (always, unless SupportsSharedMemory). Released by
+  // Release.
   virtual void* ReserveShared(MemoryCategory category, int64_t bytes, int* fd);
   // The kernels, on checked arguments.
   virtual absl::Status DoCastToParam(const float* master, void* param,

@@ -128,6 +128,7 @@ class HostDevice final : public Device {
     if (data != nullptr) std::memset(data, 0, static_cast<size_t>(rounded));
     return data;
   }
+  bool SupportsSharedMemory() const override { return true; }
   void* ReserveShared(MemoryCategory category, int64_t bytes,
                       int* fd) override {
     absl::StatusOr<std::unique_ptr<SharedMemory>> segment =

@@ -406,7 +406,6 @@ absl::StatusOr<BackwardDone> TrainerHub::RunBackward(
       const std::string why = StringOr(reply->body, "reason");
       ZSHARD_LOG_WARN("the trainer discards its step: it is skipped",
                       {{"step", absl::StrCat(step.step)}, {"reason", why}});
-      done.discarded = true;
       if (stream != nullptr) stream->Discard();
       continue;
     }

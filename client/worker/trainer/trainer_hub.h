@@ -61,8 +61,6 @@ struct TrainerStep {
 struct BackwardDone {
   bool has_loss = false;
   double loss = 0;  // this rank's summed loss
-  // The trainer discarded the step (see RunBackward).
-  bool discarded = false;
 };
 
 struct TrainerStepResult {
@@ -95,7 +93,8 @@ class TrainerHub {
   // `timeout_ms` in all. The buckets the trainer signals complete on the
   // way (bucket_ready) are marked in `stream`, and a discard (the trainer
   // saw its gradients go wrong after handing some over) discards the
-  // stream's step; without a stream both are ignored. Unavailable when the
+  // stream's step; without a stream both are ignored (the grads are read
+  // once backward is done, late gradients included). Unavailable when the
   // trainer left or broke the protocol (it is dropped; WaitForTrainer
   // waits for the next one, which gets the layout again);
   // FailedPrecondition when none is attached.
