@@ -4,15 +4,14 @@ whose logs stay in one directory."""
 
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
-import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHONPATH = os.pathsep.join([os.path.join(HERE, "..", "..", "python"), HERE])
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+from zshard.local import LocalProcesses  # noqa: E402
 
 
 def bin_path(name):
@@ -20,56 +19,22 @@ def bin_path(name):
     return os.path.join(os.environ["ZSHARD_BIN_DIR"], name)
 
 
-class Cluster:
+class Cluster(LocalProcesses):
     """Processes of one job; stop() kills whatever is left."""
 
     def __init__(self, job):
-        self.dir = tempfile.mkdtemp(prefix="zshard-pytest-")
-        self.procs = {}
-        self.files = []
-        job_path = os.path.join(self.dir, "job.json")
-        with open(job_path, "w") as f:
-            json.dump(job, f)
-        self.procs["coordinator"] = subprocess.Popen(
-            [bin_path("zshard-coordinator"), "--job", job_path, "--listen",
-             "127.0.0.1:0", "--state-dir", os.path.join(self.dir, "state")],
-            stdout=self._open("coordinator.out"),
-            stderr=self._open("coordinator.log"))
-        self.address = self._wait_for_address()
-
-    def _open(self, name):
-        f = open(os.path.join(self.dir, name), "w")
-        self.files.append(f)
-        return f
-
-    def log(self, name):
-        return os.path.join(self.dir, name + ".log")
-
-    def _wait_for_address(self):
-        path = os.path.join(self.dir, "coordinator.out")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with open(path) as f:
-                m = re.search(r"listening on ([0-9.:]+)", f.read())
-            if m:
-                return m.group(1)
-            time.sleep(0.05)
-        raise RuntimeError("the coordinator did not start; see %s" %
-                           self.log("coordinator"))
-
-    def read_log(self, name):
-        with open(self.log(name)) as f:
-            return f.read()
+        super().__init__(os.environ["ZSHARD_BIN_DIR"],
+                         prefix="zshard-pytest-")
+        self.start_coordinator(job, timeout=30)
 
     def socket(self, name):
         return os.path.join(self.dir, name + ".sock")
 
     def start_worker(self, name, *extra):
-        self.procs[name] = subprocess.Popen(
-            [bin_path("zshard-worker"), "--coordinator", self.address,
-             "--name", name, "--trainer-socket", self.socket(name),
-             "--labels", "node=%s" % name, *extra],
-            stdout=subprocess.DEVNULL, stderr=self._open(name + ".log"))
+        self.spawn(name, [
+            bin_path("zshard-worker"), "--coordinator", self.address,
+            "--name", name, "--trainer-socket", self.socket(name),
+            "--labels", "node=%s" % name, *extra])
 
     def start_trainer(self, worker, out, tag="", extra=()):
         """tests/python/trainer_main.py on `worker`'s socket, with the
@@ -77,12 +42,10 @@ class Cluster:
         name = "trainer-%s%s" % (worker, tag)
         env = dict(os.environ, PYTHONPATH=PYTHONPATH,
                    PYTHONDONTWRITEBYTECODE="1")
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "trainer_main.py"),
-             self.socket(worker), out, "--log",
-             os.path.join(self.dir, name + ".steps")] + list(extra),
-            env=env, stdout=subprocess.DEVNULL,
-            stderr=self._open(name + ".log"))
+        self.spawn(name, [
+            sys.executable, os.path.join(HERE, "trainer_main.py"),
+            self.socket(worker), out, "--log",
+            os.path.join(self.dir, name + ".steps"), *extra], env=env)
         return name
 
     def events(self, kind=None):
@@ -113,14 +76,7 @@ class Cluster:
     def stop(self, keep=False):
         """Kills what is left; removes the directory unless `keep` or
         ZSHARD_KEEP_TEST_DIRS=1 (to read the logs of a failed run)."""
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.kill()
-        for p in self.procs.values():
-            p.wait()
-        for f in self.files:
-            f.close()
-        if keep or os.environ.get("ZSHARD_KEEP_TEST_DIRS") == "1":
-            print("logs kept in %s" % self.dir)
-        else:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        kept = super().stop(
+            keep or os.environ.get("ZSHARD_KEEP_TEST_DIRS") == "1")
+        if kept:
+            print("logs kept in %s" % kept)

@@ -35,12 +35,9 @@ view, as the baseline reports it. Prints JSON (default) or a table."""
 import argparse
 import json
 import os
-import re
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -137,55 +134,32 @@ def trainer_main(args):
 
 # -- the zshard side: a local cluster ---------------------------------------
 
+def local_processes():
+    sys.path.insert(0, os.path.join(REPO, "python"))
+    from zshard.local import LocalProcesses
+    return LocalProcesses
+
+
 class LocalJob:
     """A coordinator, `ranks` worker daemons and their trainers on this
     machine, in a temporary directory (kept with ZSHARD_KEEP_BENCH_DIRS=1)."""
 
     def __init__(self, bin_dir, job):
+        self.local = local_processes()(bin_dir,
+                                       prefix="zshard-trainer-bench-")
+        self.dir = self.local.dir
         self.bin_dir = bin_dir
-        self.dir = tempfile.mkdtemp(prefix="zshard-trainer-bench-")
-        self.procs = {}
-        self.files = []
-        path = os.path.join(self.dir, "job.json")
-        with open(path, "w") as f:
-            json.dump(job, f)
-        self._spawn("coordinator", [
-            os.path.join(bin_dir, "zshard-coordinator"), "--job", path,
-            "--listen", "127.0.0.1:0", "--state-dir",
-            os.path.join(self.dir, "state")], stdout="coordinator.out")
-        self.address = self._wait_for_address()
-
-    def _spawn(self, name, argv, stdout=None, env=None):
-        out = (open(os.path.join(self.dir, stdout), "w") if stdout else
-               subprocess.DEVNULL)
-        err = open(os.path.join(self.dir, name + ".log"), "w")
-        self.files += [f for f in (out, err) if f is not subprocess.DEVNULL]
-        self.procs[name] = subprocess.Popen(argv, stdout=out, stderr=err,
-                                            env=env)
-
-    def _wait_for_address(self):
-        path = os.path.join(self.dir, "coordinator.out")
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with open(path) as f:
-                m = re.search(r"listening on ([0-9.:]+)", f.read())
-            if m:
-                return m.group(1)
-            if self.procs["coordinator"].poll() is not None:
-                break
-            time.sleep(0.05)
-        raise RuntimeError("the coordinator did not start; see %s" %
-                           os.path.join(self.dir, "coordinator.log"))
+        self.address = self.local.start_coordinator(job)
 
     def start(self, ranks, trainer_args):
         for i in range(ranks):
             sock = os.path.join(self.dir, "w%d.sock" % i)
-            self._spawn("w%d" % i, [
+            self.local.spawn("w%d" % i, [
                 os.path.join(self.bin_dir, "zshard-worker"), "--coordinator",
                 self.address, "--name", "w%d" % i, "--trainer-socket", sock,
                 "--log-format", "json", "--labels", "node=n%d" % i])
             env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-            self._spawn("t%d" % i, [
+            self.local.spawn("t%d" % i, [
                 sys.executable, os.path.abspath(__file__), "--trainer",
                 "--socket", sock, "--out",
                 os.path.join(self.dir, "t%d.json" % i)] + trainer_args,
@@ -197,7 +171,7 @@ class LocalJob:
             for name in ("t%d" % i, "w%d" % i):
                 left = max(1.0, deadline - time.monotonic())
                 try:
-                    rc = self.procs[name].wait(timeout=left)
+                    rc = self.local.procs[name].wait(timeout=left)
                 except subprocess.TimeoutExpired:
                     raise RuntimeError("%s did not finish in %.0f s; see %s" %
                                        (name, timeout, self.log(name)))
@@ -206,7 +180,7 @@ class LocalJob:
                                        (name, rc, self.log(name)))
 
     def log(self, name):
-        return os.path.join(self.dir, name + ".log")
+        return self.local.log(name)
 
     def timings(self, ranks):
         out = []
@@ -234,17 +208,10 @@ class LocalJob:
         return got
 
     def stop(self):
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.kill()
-        for p in self.procs.values():
-            p.wait()
-        for f in self.files:
-            f.close()
-        if os.environ.get("ZSHARD_KEEP_BENCH_DIRS") == "1":
-            print("logs kept in %s" % self.dir, file=sys.stderr)
-        else:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        kept = self.local.stop(
+            keep=os.environ.get("ZSHARD_KEEP_BENCH_DIRS") == "1")
+        if kept:
+            print("logs kept in %s" % kept, file=sys.stderr)
 
 
 def job_spec(model, ranks, global_batch, steps, step_delay_ms, bucket_size):
