@@ -166,9 +166,9 @@ TEST_F(CudaDeviceTest, LedgerCountsDeviceBytesPerCategory) {
     EXPECT_EQ(now.param - before.param, 1001);
     EXPECT_EQ(now.master - before.master, 4004);
     EXPECT_EQ(now.staging - before.staging, 333);
-    EXPECT_EQ(now.device_total() - before.device_total(), 1001 + 4004);
+    EXPECT_EQ(now.total() - before.total(), 1001 + 4004);
   }
-  EXPECT_EQ(gpu_->memory().device_total(), before.device_total());
+  EXPECT_EQ(gpu_->memory().total(), before.total());
   absl::StatusOr<std::unique_ptr<optim::Optimizer>> adam =
       gpu_->CreateAdam(AdamOptions{});
   ASSERT_TRUE(adam.ok()) << adam.status();

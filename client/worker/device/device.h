@@ -51,7 +51,7 @@ struct MemoryBytes {
   int64_t comm = 0;
   int64_t staging = 0;
   // Device memory: every category but staging.
-  int64_t device_total() const {
+  int64_t total() const {
     return param + grad + master + exp_avg + exp_avg_sq + comm;
   }
 };

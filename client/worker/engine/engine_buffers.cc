@@ -288,17 +288,7 @@ absl::Status EngineBuffers::CopyStateFrom(const EngineBuffers& from, int from_w,
   return absl::OkStatus();
 }
 
-MemoryBytes EngineBuffers::memory() const {
-  const device::MemoryBytes d = device_->memory();
-  MemoryBytes m;
-  m.param = d.param;
-  m.grad = d.grad;
-  m.master = d.master;
-  m.exp_avg = d.exp_avg;
-  m.exp_avg_sq = d.exp_avg_sq;
-  m.comm = d.comm;
-  return m;
-}
+MemoryBytes EngineBuffers::memory() const { return device_->memory(); }
 
 absl::StatusOr<std::vector<float>> EngineBuffers::ReadParam(int p) const {
   const auto [bi, si] = slot_of_[p];

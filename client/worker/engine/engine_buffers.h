@@ -33,19 +33,11 @@
 
 namespace zshard::engine {
 
-// Device bytes held per category: what telemetry reports and the live
-// ledger compares with the planner's prediction.
-struct MemoryBytes {
-  int64_t param = 0;
-  int64_t grad = 0;
-  int64_t master = 0;
-  int64_t exp_avg = 0;
-  int64_t exp_avg_sq = 0;
-  int64_t comm = 0;  // engine-owned communication and kernel scratch
-  int64_t total() const {
-    return param + grad + master + exp_avg + exp_avg_sq + comm;
-  }
-};
+// Device bytes held per category (the device's ledger): what telemetry
+// reports and the live ledger compares with the planner's prediction.
+// comm is engine-owned communication and kernel scratch; total() leaves
+// out host staging.
+using MemoryBytes = device::MemoryBytes;
 
 // One of the three fp32 state arrays of a window.
 enum class StateArray : uint8_t { kMaster, kExpAvg, kExpAvgSq };

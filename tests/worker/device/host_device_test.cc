@@ -120,7 +120,7 @@ TEST(HostDeviceTest, LedgerCountsEveryCategoryExactly) {
   EXPECT_EQ(m.exp_avg_sq, sizes[4]);
   EXPECT_EQ(m.comm, sizes[5]);
   EXPECT_EQ(m.staging, sizes[6]);
-  EXPECT_EQ(m.device_total(),
+  EXPECT_EQ(m.total(),
             m.param + m.grad + m.master + m.exp_avg + m.exp_avg_sq + m.comm);
   // Moving a buffer keeps one entry; freeing takes it off the ledger.
   Buffer moved = std::move(*extra);
@@ -129,7 +129,7 @@ TEST(HostDeviceTest, LedgerCountsEveryCategoryExactly) {
   EXPECT_EQ(dev->memory().param, sizes[0]);
   held.clear();
   m = dev->memory();
-  EXPECT_EQ(m.device_total() + m.staging, 0);
+  EXPECT_EQ(m.total() + m.staging, 0);
   // Zero bytes: an empty buffer, nothing counted; negative: refused.
   absl::StatusOr<Buffer> empty = dev->Allocate(MemoryCategory::kGrad, 0);
   ASSERT_TRUE(empty.ok());

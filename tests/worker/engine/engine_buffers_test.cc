@@ -136,7 +136,7 @@ TEST(EngineBuffersTest, ParamsLargerThanOneStagingCopyRoundTrip) {
   }
   // The staging copies are host memory outside the ledger's total.
   EXPECT_GT((*b)->device().memory().staging, 0);
-  EXPECT_EQ((*b)->memory().total(), (*b)->device().memory().device_total());
+  EXPECT_EQ((*b)->memory().total(), (*b)->device().memory().total());
 }
 
 TEST(EngineBuffersTest, RejectsBadRank) {
