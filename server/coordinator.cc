@@ -208,6 +208,9 @@ absl::Status Coordinator::BuildServerLocked() {
   int port = 0;
   builder.AddListeningPort(bound_listen_, Credentials(options_), &port);
   builder.SetMaxReceiveMessageSize(4 << 20);
+  // No SO_REUSEPORT: a second process binding the same port (another
+  // coordinator, anything) fails rather than sharing its connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   if (leadership_ != nullptr) {
     leadership_->Register(&builder);
   } else {

@@ -5,6 +5,7 @@
 #include <future>
 #include <memory>
 
+#include "common/grpc_status.h"
 #include "common/net/leader_redirect.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -23,12 +24,6 @@ std::shared_ptr<grpc::Channel> Channel(const std::string& address) {
 
 void Deadline(grpc::ClientContext* ctx) {
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-}
-
-absl::Status FromGrpc(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      s.error_message());
 }
 
 }  // namespace
@@ -89,7 +84,7 @@ absl::StatusOr<v1::GetClusterStatusResponse> ClusterStatus(
   v1::GetClusterStatusResponse resp;
   grpc::Status s =
       stub->GetClusterStatus(&ctx, v1::GetClusterStatusRequest(), &resp);
-  if (!s.ok()) return FromGrpc(s);
+  if (!s.ok()) return FromGrpcStatus(s);
   return resp;
 }
 
@@ -104,7 +99,7 @@ absl::StatusOr<TestSession> JoinAs(const std::string& address,
   (*req.mutable_labels())["node"] = "n-" + name;
   v1::JoinResponse resp;
   grpc::Status s = stub->Join(&ctx, req, &resp);
-  if (!s.ok()) return FromGrpc(s);
+  if (!s.ok()) return FromGrpcStatus(s);
   return TestSession{resp.worker_id(), resp.token()};
 }
 
@@ -118,7 +113,7 @@ absl::Status Heartbeat(const std::string& address, const TestSession& session,
   req.set_token(session.token);
   req.set_epoch(epoch);
   v1::HeartbeatResponse resp;
-  return FromGrpc(stub->Heartbeat(&ctx, req, &resp));
+  return FromGrpcStatus(stub->Heartbeat(&ctx, req, &resp));
 }
 
 absl::Status RendezvousSet(const std::string& address,
@@ -134,7 +129,7 @@ absl::Status RendezvousSet(const std::string& address,
   req.set_key(key);
   req.set_value(value);
   v1::SetResponse resp;
-  return FromGrpc(stub->Set(&ctx, req, &resp));
+  return FromGrpcStatus(stub->Set(&ctx, req, &resp));
 }
 
 absl::StatusOr<std::string> RendezvousGet(const std::string& address,
@@ -152,7 +147,7 @@ absl::StatusOr<std::string> RendezvousGet(const std::string& address,
   req.set_timeout_ms(0);
   v1::GetResponse resp;
   grpc::Status s = stub->Get(&ctx, req, &resp);
-  if (!s.ok()) return FromGrpc(s);
+  if (!s.ok()) return FromGrpcStatus(s);
   return resp.value();
 }
 
