@@ -138,7 +138,8 @@ void LeaderElection::Step() {
         : candidates_.empty() ||
                 !std::any_of(candidates_.begin(), candidates_.end(),
                              [](const Candidate& c) { return c.self; })
-            ? absl::StrCat("its campaign key ", key_, " is gone")
+            ? absl::StrCat("its campaign key ", key_,
+                           " is gone (its lease expired or was revoked)")
             : absl::StrCat("the key of ", candidates_.front().id,
                            " has a lower create revision");
   }
