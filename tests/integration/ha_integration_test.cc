@@ -5,6 +5,7 @@
 // + 2 s, loads the state, serves the rendezvous values set before, and the
 // epochs go on without reuse), and a leader frozen with SIGSTOP past its
 // lease (fenced, it comes back as a standby after SIGCONT).
+#include <httplib.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -42,6 +43,7 @@ const char* const kServices[] = {
 
 struct Coordinator {
   std::string address;
+  int metrics_port = 0;
   std::string log;
   std::unique_ptr<Subprocess> process;
 };
@@ -71,6 +73,7 @@ class HaTest : public ::testing::Test {
   Coordinator* Start(const std::string& name) {
     auto c = std::make_unique<Coordinator>();
     c->address = absl::StrCat("127.0.0.1:", PickFreePort());
+    c->metrics_port = PickFreePort();
     c->log = dir_.File(name + ".log");
     Subprocess::Options options;
     options.argv = {ProcessCluster::Bin("zshard-coordinator"),
@@ -81,7 +84,9 @@ class HaTest : public ::testing::Test {
                     "--store",
                     absl::StrCat("etcd:", etcd_->endpoint(), kPrefix),
                     "--etcd-lease-ttl",
-                    std::to_string(kLeaseTtlS)};
+                    std::to_string(kLeaseTtlS),
+                    "--metrics-listen",
+                    absl::StrCat("127.0.0.1:", c->metrics_port)};
     options.stdout_path = dir_.File(name + ".out");
     options.stderr_path = c->log;
     auto process = Subprocess::Start(options);
@@ -108,6 +113,16 @@ class HaTest : public ::testing::Test {
     if (!process.ok()) return nullptr;
     workers_.push_back(*std::move(process));
     return workers_.back().get();
+  }
+
+  // The zshard_leader sample of c's /metrics (-1: none).
+  static int LeaderGauge(const Coordinator* c) {
+    httplib::Client http("127.0.0.1", c->metrics_port);
+    auto res = http.Get("/metrics");
+    if (!res || res->status != 200) return -1;
+    if (res->body.find("\nzshard_leader 1\n") != std::string::npos) return 1;
+    if (res->body.find("\nzshard_leader 0\n") != std::string::npos) return 0;
+    return -1;
   }
 
   static bool Leads(const Coordinator* c) {
@@ -186,6 +201,9 @@ TEST_F(HaTest, ThreeCoordinatorsOneLeadsTheOthersStandByNamingIt) {
   ExpectStandby(b, a);
   ExpectStandby(c, a);
   StatusNaming(a, a->address, {b->address, c->address});
+  EXPECT_EQ(LeaderGauge(a), 1);
+  EXPECT_EQ(LeaderGauge(b), 0);
+  EXPECT_EQ(LeaderGauge(c), 0);
   EXPECT_TRUE(LogContains(b->log, "standby: " + b->address + " stands by"));
   // The leader recorded both standbys in the job's event log.
   int standby_events = 0;
@@ -322,6 +340,8 @@ TEST_F(HaTest, FrozenLeaderIsFencedAndComesBackAsAStandby) {
   ExpectStandby(a, b);
   EXPECT_TRUE(a->process->Running());
   EXPECT_TRUE(LogContains(a->log, "deposed: " + a->address));
+  EXPECT_EQ(LeaderGauge(a), 0);
+  EXPECT_EQ(LeaderGauge(b), 1);
   StatusNaming(b, b->address, {a->address});
   // Nothing a wrote after its pause landed: every stored event since the
   // takeover is b's (a would have stored "pause", its ticker's gap).
