@@ -102,8 +102,9 @@ void Leadership::Stop() {
     if (stopping_) return;
     stopping_ = true;
   }
-  membership_->Shutdown();
-  kv_->Shutdown();
+  // Start may have failed half way: any part may be missing.
+  if (membership_ != nullptr) membership_->Shutdown();
+  if (kv_ != nullptr) kv_->Shutdown();
   if (ticker_.joinable()) ticker_.join();
 }
 
