@@ -144,6 +144,14 @@ class HaTest : public ::testing::Test {
     EXPECT_EQ(a.message,
               "standby coordinator: the leader is " + leader->address);
     EXPECT_EQ(a.leader, leader->address);
+    // A server stream and another service answer the same.
+    RpcAnswer w = WatchPlanAnswer(c->address);
+    EXPECT_EQ(w.code, grpc::StatusCode::UNAVAILABLE) << w.message;
+    EXPECT_EQ(w.leader, leader->address);
+    auto status = ClusterStatus(c->address);
+    EXPECT_EQ(status.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(std::string(status.status().message()),
+                HasSubstr("the leader is " + leader->address));
   }
 
   // The events stored under the prefix, oldest first.

@@ -76,6 +76,29 @@ RpcAnswer HeartbeatAnswer(const std::string& address) {
   return answer;
 }
 
+RpcAnswer WatchPlanAnswer(const std::string& address) {
+  auto stub = v1::WorkerService::NewStub(Channel(address));
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  v1::WatchPlanRequest req;
+  req.set_worker_id("nobody");
+  req.set_token("0");
+  auto stream = stub->WatchPlan(&ctx, req);
+  v1::PlanUpdate update;
+  while (stream->Read(&update)) {
+  }
+  grpc::Status s = stream->Finish();
+  RpcAnswer answer;
+  answer.code = s.error_code();
+  answer.message = s.error_message();
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  auto it = trailers.find(net::kLeaderMetadataKey);
+  if (it != trailers.end()) {
+    answer.leader = std::string(it->second.data(), it->second.size());
+  }
+  return answer;
+}
+
 absl::StatusOr<v1::GetClusterStatusResponse> ClusterStatus(
     const std::string& address) {
   auto stub = v1::DashboardService::NewStub(Channel(address));

@@ -25,6 +25,8 @@ struct RpcAnswer {
   std::string leader;
 };
 RpcAnswer HeartbeatAnswer(const std::string& address);
+// The end of a WatchPlan stream of an unknown worker (a server stream).
+RpcAnswer WatchPlanAnswer(const std::string& address);
 
 absl::StatusOr<v1::GetClusterStatusResponse> ClusterStatus(
     const std::string& address);
