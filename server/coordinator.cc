@@ -1,4 +1,5 @@
-// Coordinator assembly: store, membership, gRPC server, ticker, metrics.
+// Coordinator assembly: store, election, gRPC server (leader or standby),
+// metrics; the role changes of a standby and a deposed leader.
 #include "server/coordinator.h"
 
 #include <unistd.h>
@@ -11,24 +12,28 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/file_io.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "server/leadership.h"
 #include "server/metrics/metrics_server.h"
-#include "server/metrics/reshard_metrics.h"
 #include "server/metrics/rpc_metrics.h"
-#include "server/metrics/telemetry_metrics.h"
-#include "server/service/admin_service.h"
 #include "server/service/checkpoint_convert.h"
 #include "server/service/dashboard_service.h"
-#include "server/service/rendezvous_service.h"
-#include "server/service/worker_service.h"
+#include "server/standby_service.h"
+#include "server/store/etcd_state_store.h"
 #include "server/store/leader_election.h"
+#include "server/store/locked_state_store.h"
 #include "server/store/state_store.h"
 #include "server/store/store_spec.h"
+#include "zshard/v1/admin_service.grpc.pb.h"
+#include "zshard/v1/dashboard_service.grpc.pb.h"
+#include "zshard/v1/rendezvous_service.grpc.pb.h"
+#include "zshard/v1/worker_service.grpc.pb.h"
 
 namespace zshard::server {
 namespace {
@@ -62,6 +67,19 @@ std::shared_ptr<grpc::ServerCredentials> Credentials(
   return grpc::SslServerCredentials(ssl);
 }
 
+std::string Bracketed(const std::string& host) {
+  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+}
+
+// The services a standby does not serve (gRPC health names).
+const char* const kServiceNames[] = {v1::WorkerService::service_full_name(),
+                                     v1::RendezvousService::service_full_name(),
+                                     v1::AdminService::service_full_name(),
+                                     v1::DashboardService::service_full_name()};
+
+// The role loop's period (the election polls every 100 ms).
+constexpr absl::Duration kRolePoll = absl::Milliseconds(100);
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
@@ -82,33 +100,42 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
           absl::StrCat("job's checkpoint dir is unusable: ", usable.message()));
     }
   }
+  std::string listen_host;
+  int listen_port = 0;
+  ZSHARD_RETURN_IF_ERROR(
+      SplitHostPort(options.listen, &listen_host, &listen_port));
   std::unique_ptr<Coordinator> c(new Coordinator());
+  c->spec_ = std::move(spec);
   c->options_ = std::move(options);
   if (c->options_.clock == nullptr &&
       c->options_.membership.pause_grace_gap_ms == 0) {
     // On the real clock, a tick that came this late could not hear the
     // heartbeats in between: every member gets one lease of grace rather
     // than a false death. (A fake clock's jumps are the test's.)
-    c->options_.membership.pause_grace_gap_ms = std::max<int64_t>(
-        {1000, 20 * c->options_.tick_interval_ms, spec.heartbeat_interval_ms});
+    c->options_.membership.pause_grace_gap_ms =
+        std::max<int64_t>({1000, 20 * c->options_.tick_interval_ms,
+                           c->spec_.heartbeat_interval_ms});
   }
   if (c->options_.clock == nullptr) c->options_.clock = RealClock::Get();
   if (!c->options_.membership.write_manifest) {
     c->options_.membership.write_manifest = WriteManifestFile;
   }
+  c->rpc_metrics_ = std::make_unique<RpcMetrics>();
+  c->standby_service_ = std::make_unique<StandbyService>(
+      [raw = c.get()] { return raw->CurrentLeader(); });
   std::string store = c->options_.store;
   if (store.empty() && !c->options_.state_dir.empty()) {
     store = "sqlite:" + c->options_.state_dir;
   }
+  StoreSpec store_spec;
+  StoreOpenOptions open_options;
   if (!store.empty()) {
-    ZSHARD_ASSIGN_OR_RETURN(StoreSpec spec, ParseStoreSpec(store));
-    StoreOpenOptions open_options;
-    open_options.candidate_id =
-        absl::StrCat(c->options_.listen, " pid ", getpid());
+    ZSHARD_ASSIGN_OR_RETURN(store_spec, ParseStoreSpec(store));
     open_options.etcd_tls = c->options_.etcd_tls;
     open_options.lease_ttl_s = c->options_.etcd_lease_ttl_s;
-    auto opened = OpenStateStore(spec, open_options);
-    if (!opened.ok() && spec.kind == StoreSpec::Kind::kEtcd &&
+    open_options.campaign = false;  // below, once the address is bound
+    auto opened = OpenStateStore(store_spec, open_options);
+    if (!opened.ok() && store_spec.kind == StoreSpec::Kind::kEtcd &&
         opened.status().code() == absl::StatusCode::kUnavailable) {
       // Not serving without the store is a start-up refusal, as a held
       // state dir is.
@@ -116,116 +143,288 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
           absl::StrCat("cannot open the store: ", opened.status().message()));
     }
     if (!opened.ok()) return opened.status();
-    c->election_ = std::move(opened->election);
     c->store_ = std::move(opened->store);
+    c->etcd_store_ = opened->etcd;
+    c->store_prefix_ = store_spec.prefix;
+    c->locked_store_ = std::make_unique<LockedStateStore>(c->store_.get());
   }
-  ZSHARD_ASSIGN_OR_RETURN(
-      c->membership_,
-      Membership::Create(spec, c->options_.clock, c->store_.get(),
-                         c->options_.membership));
-  c->kv_ = std::make_unique<RendezvousKv>(c->options_.rendezvous);
-  c->rpc_metrics_ = std::make_unique<RpcMetrics>();
-  c->telemetry_ = std::make_unique<TelemetryStore>(c->options_.telemetry);
-  ZSHARD_RETURN_IF_ERROR(c->StartServing(spec));
-  return c;
-}
-
-absl::Status Coordinator::StartServing(const job::JobSpec&) {
-  Membership* m = membership_.get();
-  RpcMetrics* metrics = rpc_metrics_.get();
-  worker_service_ = std::make_unique<WorkerServiceImpl>(
-      m, metrics, telemetry_.get(), options_.clock);
-  rendezvous_service_ =
-      std::make_unique<RendezvousServiceImpl>(m, kv_.get(), metrics);
-  dashboard_service_ =
-      std::make_unique<DashboardServiceImpl>(m, telemetry_.get(), metrics);
-  admin_service_ =
-      std::make_unique<AdminServiceImpl>(m, options_.admin_token, metrics);
-
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.listen, Credentials(options_), &port_);
-  builder.SetMaxReceiveMessageSize(4 << 20);
-  builder.RegisterService(worker_service_.get());
-  builder.RegisterService(rendezvous_service_.get());
-  builder.RegisterService(dashboard_service_.get());
-  builder.RegisterService(admin_service_.get());
-  server_ = builder.BuildAndStart();
-  if (server_ == nullptr || port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", options_.listen));
+  absl::MutexLock lock(&c->role_mu_);
+  c->bound_listen_ = c->options_.listen;
+  if (c->etcd_store_ == nullptr) {
+    // The only coordinator of its store: it leads from the start.
+    ZSHARD_ASSIGN_OR_RETURN(
+        c->leadership_,
+        Leadership::Start(c->spec_, c->options_, c->locked_store_.get(),
+                          c->rpc_metrics_.get(),
+                          [raw = c.get()] { return raw->View(); }));
   }
-  ticker_ = std::thread([this] { TickLoop(); });
-  if (!options_.metrics_listen.empty()) {
+  ZSHARD_RETURN_IF_ERROR(c->BuildServerLocked());
+  c->bound_listen_ = absl::StrCat(Bracketed(listen_host), ":", c->port_);
+  c->advertise_ = c->options_.advertise;
+  if (c->advertise_.empty()) {
+    std::string host = listen_host;
+    if (host.empty() || host == "0.0.0.0" || host == "::") {
+      char name[256] = {0};
+      host = gethostname(name, sizeof(name) - 1) == 0 ? name : "localhost";
+    }
+    c->advertise_ = absl::StrCat(Bracketed(host), ":", c->port_);
+  }
+  if (c->etcd_store_ != nullptr) {
+    open_options.candidate_id = c->advertise_;
+    auto election =
+        LeaderElection::Campaign(ElectionOptionsFor(store_spec, open_options));
+    if (!election.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot open the store: ", election.status().message()));
+    }
+    c->election_ = *std::move(election);
+    if (c->election_->leading()) {
+      ZSHARD_RETURN_IF_ERROR(c->TakeOverLocked());
+    } else {
+      ZSHARD_LOG_INFO(absl::StrCat(
+          "standby: ", c->advertise_, " stands by on etcd prefix '",
+          c->store_prefix_, "'; ", StandbyMessage(c->CurrentLeader())));
+    }
+    c->role_thread_ = std::thread([raw = c.get()] { raw->RoleLoop(); });
+  }
+  if (!c->options_.metrics_listen.empty()) {
     std::string host;
     int port = 0;
     ZSHARD_RETURN_IF_ERROR(
-        SplitHostPort(options_.metrics_listen, &host, &port));
-    metrics_server_ = std::make_unique<MetricsServer>();
-    ZSHARD_ASSIGN_OR_RETURN(
-        metrics_port_,
-        metrics_server_->Start(host, port, [this] { return RenderMetrics(); }));
+        SplitHostPort(c->options_.metrics_listen, &host, &port));
+    c->metrics_server_ = std::make_unique<MetricsServer>();
+    ZSHARD_ASSIGN_OR_RETURN(c->metrics_port_, c->metrics_server_->Start(
+                                                  host, port, [raw = c.get()] {
+                                                    return raw->RenderMetrics();
+                                                  }));
+  }
+  return c;
+}
+
+absl::Status Coordinator::BuildServerLocked() {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(bound_listen_, Credentials(options_), &port);
+  builder.SetMaxReceiveMessageSize(4 << 20);
+  // No SO_REUSEPORT: a second process binding the same port (another
+  // coordinator, anything) fails rather than sharing its connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  if (leadership_ != nullptr) {
+    leadership_->Register(&builder);
+  } else {
+    // A generic service is registered on one server only: a new one each
+    // time (the previous server is gone).
+    standby_service_ =
+        std::make_unique<StandbyService>([this] { return CurrentLeader(); });
+    builder.RegisterCallbackGenericService(standby_service_.get());
+  }
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port == 0) {
+    server_.reset();
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", bound_listen_));
+  }
+  port_ = port;
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  if (health != nullptr) {
+    health->SetServingStatus("", true);
+    for (const char* name : kServiceNames) {
+      health->SetServingStatus(name, leadership_ != nullptr);
+    }
   }
   return absl::OkStatus();
 }
 
-bool Coordinator::deposed() {
-  return election_ != nullptr && !election_->leading();
+void Coordinator::StopServerLocked() {
+  if (server_ == nullptr) return;
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  server_.reset();
+}
+
+absl::Status Coordinator::TakeOverLocked() {
+  std::optional<LeaderElection::Fence> fence = election_->LeadingFence();
+  if (!fence.has_value()) return absl::OkStatus();  // lost it again
+  const absl::Time start = absl::Now();
+  etcd_store_->SetFence(fence->key, fence->create_revision);
+  fence_ = *fence;
+  auto leadership =
+      Leadership::Start(spec_, options_, locked_store_.get(),
+                        rpc_metrics_.get(), [this] { return View(); });
+  if (!leadership.ok()) {
+    return absl::Status(
+        leadership.status().code(),
+        absl::StrCat(
+            "came to lead etcd prefix '", store_prefix_,
+            "' but cannot load the state: ", leadership.status().message()));
+  }
+  StopServerLocked();  // the standby's
+  leadership_ = *std::move(leadership);
+  ZSHARD_RETURN_IF_ERROR(BuildServerLocked());
+  Membership* m = leadership_->membership();
+  const std::string previous =
+      last_leader_.empty() || last_leader_ == advertise_ ? std::string()
+                                                         : last_leader_;
+  m->CoordinatorEvent(
+      "leader",
+      absl::StrCat(
+          advertise_, " leads etcd prefix '", store_prefix_, "'",
+          previous.empty() ? std::string() : absl::StrCat(" after ", previous),
+          " (loaded and serving in ",
+          absl::ToInt64Milliseconds(absl::Now() - start), " ms)"));
+  if (!previous.empty()) {
+    m->CoordinatorEvent("deposed",
+                        absl::StrCat(previous,
+                                     " no longer leads: its campaign key "
+                                     "is gone (its lease expired or was "
+                                     "revoked); its writes are fenced"));
+  }
+  ZSHARD_LOG_INFO(absl::StrCat("leader: ", advertise_, " leads etcd prefix '",
+                               store_prefix_, "'"));
+  standbys_.clear();
+  NoteStandbysLocked();
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::StepDownLocked() {
+  const std::string why = election_->LossReason();
+  ZSHARD_LOG_ERROR(
+      absl::StrCat("deposed: ", advertise_, " no longer leads etcd prefix '",
+                   store_prefix_, "' (", why.empty() ? "its lease ended" : why,
+                   "); its writes are fenced; serving as a standby"));
+  leadership_->Stop();
+  StopServerLocked();
+  leadership_.reset();
+  standbys_.clear();
+  return BuildServerLocked();
+}
+
+void Coordinator::NoteStandbysLocked() {
+  std::set<std::string> now;
+  for (const LeaderElection::Candidate& c : election_->Candidates()) {
+    if (!c.self) now.insert(c.id);
+  }
+  Membership* m = leadership_->membership();
+  for (const std::string& id : now) {
+    if (standbys_.count(id) == 0) {
+      m->CoordinatorEvent("standby", absl::StrCat(id,
+                                                  " stands by (the "
+                                                  "leader is ",
+                                                  advertise_, ")"));
+    }
+  }
+  for (const std::string& id : standbys_) {
+    if (now.count(id) == 0) {
+      m->CoordinatorEvent(
+          "standby",
+          absl::StrCat(id, " no longer stands by (its campaign key is gone)"));
+    }
+  }
+  standbys_ = std::move(now);
+}
+
+void Coordinator::RoleLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), kRolePoll);
+    if (stopping_) break;
+    mu_.Unlock();
+    StepRole();
+    mu_.Lock();
+  }
+}
+
+void Coordinator::StepRole() {
+  const std::optional<LeaderElection::Fence> fence = election_->LeadingFence();
+  const bool lead = fence.has_value();
+  absl::MutexLock lock(&role_mu_);
+  if (!failure_.ok()) return;
+  absl::Status s;
+  if (lead && leadership_ != nullptr &&
+      (fence->key != fence_.key ||
+       fence->create_revision != fence_.create_revision)) {
+    // It lost its key and won again with a new one between two polls: its
+    // writes are fenced by the old key, so it starts over.
+    s = StepDownLocked();
+    if (s.ok()) s = TakeOverLocked();
+  } else if (lead && leadership_ == nullptr) {
+    s = TakeOverLocked();
+  } else if (!lead && leadership_ != nullptr) {
+    s = StepDownLocked();
+  } else if (lead) {
+    NoteStandbysLocked();
+  } else {
+    std::string leader = CurrentLeader();
+    if (!leader.empty()) last_leader_ = leader;
+  }
+  if (!s.ok()) {
+    ZSHARD_LOG_ERROR(std::string(s.message()));
+    failure_ = s;
+  }
+}
+
+std::string Coordinator::CurrentLeader() {
+  if (election_ == nullptr) return advertise_;
+  std::vector<LeaderElection::Candidate> c = election_->Candidates();
+  return c.empty() ? std::string() : c.front().id;
+}
+
+ElectionView Coordinator::View() {
+  ElectionView view;
+  if (election_ == nullptr) {
+    view.leader = advertise_;
+    return view;
+  }
+  std::vector<LeaderElection::Candidate> c = election_->Candidates();
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (i == 0) {
+      view.leader = c[i].id;
+    } else {
+      view.standbys.push_back(c[i].id);
+    }
+  }
+  return view;
+}
+
+bool Coordinator::leading() {
+  absl::MutexLock lock(&role_mu_);
+  return leadership_ != nullptr;
+}
+
+absl::Status Coordinator::failure() {
+  absl::MutexLock lock(&role_mu_);
+  return failure_;
+}
+
+Membership* Coordinator::membership() {
+  absl::MutexLock lock(&role_mu_);
+  return leadership_ == nullptr ? nullptr : leadership_->membership();
+}
+
+TelemetryStore* Coordinator::telemetry() {
+  absl::MutexLock lock(&role_mu_);
+  return leadership_ == nullptr ? nullptr : leadership_->telemetry();
 }
 
 std::string Coordinator::address() const {
   std::string host;
   int ignored = 0;
   if (!SplitHostPort(options_.listen, &host, &ignored).ok()) host = "127.0.0.1";
-  if (host.find(':') != std::string::npos) host = "[" + host + "]";
-  return absl::StrCat(host, ":", port_);
-}
-
-void Coordinator::TickLoop() {
-  absl::MutexLock lock(&mu_);
-  while (!stopping_) {
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_),
-                         absl::Milliseconds(options_.tick_interval_ms));
-    if (stopping_) break;
-    mu_.Unlock();
-    membership_->Tick();
-    mu_.Lock();
-  }
+  return absl::StrCat(Bracketed(host), ":", port_);
 }
 
 std::string Coordinator::RenderMetrics() {
-  MembershipStats s = membership_->Stats();
-  std::string out =
-      "# HELP zshard_members Members by state.\n"
-      "# TYPE zshard_members gauge\n";
-  for (MemberState state :
-       {MemberState::kJoining, MemberState::kActive, MemberState::kSpare,
-        MemberState::kDraining, MemberState::kDead, MemberState::kLeft}) {
-    auto it = s.members_by_state.find(state);
-    absl::StrAppend(&out, "zshard_members{state=\"", MemberStateName(state),
-                    "\"} ", it == s.members_by_state.end() ? 0 : it->second,
-                    "\n");
+  absl::MutexLock lock(&role_mu_);
+  std::string out = absl::StrCat(
+      "# HELP zshard_leader 1 while this coordinator leads its store, 0 while "
+      "it stands by.\n",
+      "# TYPE zshard_leader gauge\n", "zshard_leader ",
+      leadership_ != nullptr ? 1 : 0, "\n");
+  if (leadership_ != nullptr) {
+    absl::StrAppend(&out, leadership_->RenderMetrics());
   }
-  absl::StrAppend(
-      &out, "# HELP zshard_epoch The committed epoch.\n",
-      "# TYPE zshard_epoch gauge\n", "zshard_epoch ", s.epoch, "\n",
-      "# HELP zshard_transitions_total Epoch transitions by outcome.\n",
-      "# TYPE zshard_transitions_total counter\n",
-      "zshard_transitions_total{outcome=\"proposed\"} ", s.proposals, "\n",
-      "zshard_transitions_total{outcome=\"committed\"} ", s.commits, "\n",
-      "zshard_transitions_total{outcome=\"abandoned\"} ", s.abandons, "\n",
-      // Abandoned because a later change altered their world (a part of
-      // "abandoned").
-      "zshard_transitions_total{outcome=\"superseded\"} ", s.superseded, "\n",
-      "# HELP zshard_rendezvous_bytes Bytes held by the rendezvous store.\n",
-      "# TYPE zshard_rendezvous_bytes gauge\n", "zshard_rendezvous_bytes ",
-      kv_->TotalBytes(), "\n");
-  absl::StrAppend(&out, RenderReshardMetrics(s, WallTimeMs()));
   absl::StrAppend(&out, rpc_metrics_->Render());
-  absl::StrAppend(&out,
-                  RenderTelemetryMetrics(membership_->View(), telemetry_.get()),
-                  dashboard_service_->RenderLedgerMetrics());
   return out;
 }
 
@@ -235,17 +434,22 @@ void Coordinator::Shutdown() {
     if (stopping_) return;
     stopping_ = true;
   }
-  // Start may have failed half way: any part may be missing.
-  if (membership_ != nullptr) membership_->Shutdown();
-  if (kv_ != nullptr) kv_->Shutdown();
-  if (server_ != nullptr) {
-    server_->Shutdown(std::chrono::system_clock::now() +
-                      std::chrono::seconds(1));
+  if (role_thread_.joinable()) role_thread_.join();
+  {
+    // Start may have failed half way: any part may be missing.
+    absl::MutexLock lock(&role_mu_);
+    if (leadership_ != nullptr) leadership_->Stop();
+    StopServerLocked();
   }
-  if (ticker_.joinable()) ticker_.join();
   if (metrics_server_ != nullptr) metrics_server_->Stop();
+  // A standby leads at once rather than after the lease's TTL.
+  if (election_ != nullptr) election_->Resign().IgnoreError();
 }
 
-Coordinator::~Coordinator() { Shutdown(); }
+Coordinator::~Coordinator() {
+  Shutdown();
+  absl::MutexLock lock(&role_mu_);
+  leadership_.reset();
+}
 
 }  // namespace zshard::server

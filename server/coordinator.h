@@ -1,9 +1,11 @@
-// The coordinator process's core, minus flag parsing: the membership, its
-// store, the rendezvous store, the gRPC server with every service (plus
-// health and reflection), the lease ticker and the metrics endpoint.
+// The coordinator process's core, minus flag parsing: the store and its
+// election, the gRPC server (plus health and reflection) with the leader's
+// parts (Leadership: membership, rendezvous, services, ticker) or the
+// standby's answer, and the metrics endpoint.
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -15,6 +17,7 @@
 #include "server/membership/membership.h"
 #include "server/rendezvous/rendezvous_kv.h"
 #include "server/store/http_request.h"
+#include "server/store/leader_election.h"
 #include "server/telemetry/telemetry_store.h"
 
 namespace grpc {
@@ -24,18 +27,26 @@ class Server;
 namespace zshard::server {
 
 class StateStore;
+class EtcdStateStore;
 class LeaderElection;
+class Leadership;
 class RpcMetrics;
 class TelemetryStore;
 class MetricsServer;
+class StandbyService;
 class WorkerServiceImpl;
 class RendezvousServiceImpl;
 class DashboardServiceImpl;
 class AdminServiceImpl;
+struct ElectionView;
 
 struct CoordinatorOptions {
   // gRPC address; port 0 picks a free port (see Coordinator::port()).
   std::string listen = "127.0.0.1:0";
+  // HOST:PORT clients reach this coordinator at: its campaign key's value,
+  // the leader a standby names. Empty: listen's host with the bound port
+  // (the machine's hostname for a wildcard host, 0.0.0.0 or [::]).
+  std::string advertise;
   // The state store, as --store takes it (sqlite:DIR or
   // etcd:HOST:PORT[,...]/PREFIX; see store/store_spec.h). Empty: state_dir.
   std::string store;
@@ -67,14 +78,24 @@ struct CoordinatorOptions {
 // Thread-safe. Serving starts in Start and ends in Shutdown (or the
 // destructor); Shutdown does not wait for open WatchPlan streams longer
 // than a second.
+//
+// With an etcd store several coordinators campaign on one prefix
+// (LeaderElection). The one that leads loads the state and serves every
+// service; the others are standbys on their own address: they answer every
+// RPC with UNAVAILABLE naming the leader (StandbyService) and report the
+// services NOT_SERVING on gRPC health, until their election says they
+// lead: then they load the state from the store and serve, on the same
+// address, without a restart. A leader that loses its lease (its writes
+// are fenced from then on) goes back to standby the same way.
 class Coordinator {
  public:
-  // Opens the store (taking its directory's lock), loads or creates the
-  // job and starts serving. FailedPrecondition when the job's checkpoint
-  // dir cannot be created or written, when another coordinator holds the
-  // state dir (naming its pid) or when the store cannot be reached (etcd
-  // down: nothing is served without the store); InvalidArgument for bad
-  // options; Unavailable when the address cannot be bound.
+  // Opens the store (taking its directory's lock), binds the address and,
+  // leading, loads or creates the job and serves it (with etcd it may
+  // start as a standby). FailedPrecondition when the job's checkpoint dir
+  // cannot be created or written, when another coordinator holds the state
+  // dir (naming its pid) or when the store cannot be reached (etcd down:
+  // nothing is served without the store); InvalidArgument for bad options;
+  // Unavailable when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<Coordinator>> Start(
       job::JobSpec spec, CoordinatorOptions options);
   ~Coordinator();
@@ -82,43 +103,72 @@ class Coordinator {
   // The bound gRPC port and "host:port" with it.
   int port() const { return port_; }
   std::string address() const;
+  // The address the election names this coordinator by (--advertise).
+  const std::string& advertise() const { return advertise_; }
   // The bound metrics port (0 when none).
   int metrics_port() const { return metrics_port_; }
 
-  // Stops serving. Idempotent.
+  // Stops serving and, with etcd, resigns (a standby leads at once).
+  // Idempotent.
   void Shutdown();
 
-  // With an etcd store: this coordinator no longer leads its prefix (its
-  // lease expired or was revoked); its store writes fail from then on and
-  // it should exit. Always false with SQLite.
-  bool deposed();
+  // Serves the job (always with SQLite or memory); false while a standby.
+  bool leading();
+  // Not OK once the coordinator cannot go on: it came to lead but could not
+  // load the state or bind its address again. The process should exit
+  // (its lease then ends and another coordinator leads).
+  absl::Status failure();
 
-  Membership* membership() { return membership_.get(); }
-  TelemetryStore* telemetry() { return telemetry_.get(); }
+  // The leader's parts; null while a standby.
+  Membership* membership();
+  TelemetryStore* telemetry();
 
  private:
   Coordinator() = default;
-  absl::Status StartServing(const job::JobSpec& spec);
+  // Builds and starts the gRPC server: the leader's services, or the
+  // standby's generic handler (leadership_ null).
+  absl::Status BuildServerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  void StopServerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  // Standby to leader, and back.
+  absl::Status TakeOverLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  absl::Status StepDownLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  // Records "standby" events for candidates that came or went.
+  void NoteStandbysLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  // Follows the election: takes over or steps down.
+  void RoleLoop();
+  void StepRole();
+  ElectionView View();
+  std::string CurrentLeader();
   std::string RenderMetrics();
-  void TickLoop();
 
+  job::JobSpec spec_;
   CoordinatorOptions options_;
-  // etcd: the campaign that fences store_'s writes (outlives store_).
+  std::string store_prefix_;
+  // etcd: the campaign whose key fences store_'s writes.
   std::unique_ptr<LeaderElection> election_;
   std::unique_ptr<StateStore> store_;
-  std::unique_ptr<Membership> membership_;
-  std::unique_ptr<RendezvousKv> kv_;
+  EtcdStateStore* etcd_store_ = nullptr;  // store_ when it is etcd
+  // store_ behind one lock (null without a store).
+  std::unique_ptr<StateStore> locked_store_;
   std::unique_ptr<RpcMetrics> rpc_metrics_;
-  std::unique_ptr<TelemetryStore> telemetry_;
-  std::unique_ptr<WorkerServiceImpl> worker_service_;
-  std::unique_ptr<RendezvousServiceImpl> rendezvous_service_;
-  std::unique_ptr<DashboardServiceImpl> dashboard_service_;
-  std::unique_ptr<AdminServiceImpl> admin_service_;
-  std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsServer> metrics_server_;
-  std::thread ticker_;
+  std::thread role_thread_;
+  // The bound address, for binding again (listen's host, port_).
+  std::string bound_listen_;
+  std::string advertise_;
   int port_ = 0;
   int metrics_port_ = 0;
+
+  absl::Mutex role_mu_;
+  std::unique_ptr<Leadership> leadership_ ABSL_GUARDED_BY(role_mu_);
+  std::unique_ptr<StandbyService> standby_service_ ABSL_GUARDED_BY(role_mu_);
+  std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(role_mu_);
+  absl::Status failure_ ABSL_GUARDED_BY(role_mu_);
+  // The leader a standby saw last (for the takeover's event).
+  std::string last_leader_ ABSL_GUARDED_BY(role_mu_);
+  std::set<std::string> standbys_ ABSL_GUARDED_BY(role_mu_);
+  // The fence of the leadership being served.
+  LeaderElection::Fence fence_ ABSL_GUARDED_BY(role_mu_);
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -21,9 +21,15 @@
 
 ABSL_FLAG(std::string, job, "", "the job spec (JSON); required");
 ABSL_FLAG(std::string, listen, "", "HOST:PORT of the gRPC services; required");
+ABSL_FLAG(std::string, advertise, "",
+          "HOST:PORT clients reach this coordinator at, as the etcd election "
+          "names the leader; default: the --listen host with the bound port "
+          "(the hostname for 0.0.0.0 or [::])");
 ABSL_FLAG(std::string, store, "",
           "the state store: sqlite:DIR or etcd:HOST:PORT[,HOST:PORT...]/PREFIX;"
-          " this or --state-dir is required");
+          " this or --state-dir is required. With etcd several coordinators "
+          "may share PREFIX: one leads, the others stand by (answer "
+          "UNAVAILABLE naming the leader) and take over when it goes");
 ABSL_FLAG(std::string, state_dir, "",
           "directory of the SQLite state store (--store sqlite:DIR)");
 ABSL_FLAG(std::string, etcd_ca, "",
@@ -32,8 +38,8 @@ ABSL_FLAG(std::string, etcd_cert, "",
           "PEM client certificate for etcd (with --etcd-key)");
 ABSL_FLAG(std::string, etcd_key, "", "PEM private key of --etcd-cert");
 ABSL_FLAG(int, etcd_lease_ttl, 5,
-          "seconds of the etcd election lease: how long a killed "
-          "coordinator's successor waits to lead");
+          "seconds of the etcd election lease: how long a standby waits "
+          "to lead after the leader was killed");
 ABSL_FLAG(std::string, metrics_listen, "",
           "HOST:PORT of /metrics and /healthz; empty: none");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of the server");
@@ -50,7 +56,8 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: zshard-coordinator --job JOB.json --listen HOST:PORT "
-    "(--store sqlite:DIR|etcd:HOST:PORT[,...]/PREFIX [--etcd-ca F "
+    "[--advertise HOST:PORT] (--store sqlite:DIR|etcd:HOST:PORT[,...]/PREFIX "
+    "[--etcd-ca F "
     "[--etcd-cert F --etcd-key F]] [--etcd-lease-ttl S] | --state-dir DIR) "
     "[--metrics-listen HOST:PORT] [--tls-cert F --tls-key F "
     "[--tls-client-ca F]] [--admin-token-file F] [--log-format text|json] "
@@ -65,6 +72,7 @@ zshard::FlagList CoordinatorFlags() {
   using zshard::FlagOf;
   return {FlagOf(FLAGS_job),
           FlagOf(FLAGS_listen),
+          FlagOf(FLAGS_advertise),
           FlagOf(FLAGS_store),
           FlagOf(FLAGS_state_dir),
           FlagOf(FLAGS_etcd_ca),
@@ -119,7 +127,7 @@ absl::Status CheckFlags(const zshard::ParsedCommandLine& parsed) {
         "flags --etcd-cert and --etcd-key go together");
   }
   for (const absl::Flag<std::string>* address :
-       {&FLAGS_listen, &FLAGS_metrics_listen}) {
+       {&FLAGS_listen, &FLAGS_advertise, &FLAGS_metrics_listen}) {
     if (!parsed.Given(*address)) continue;
     const std::string value = absl::GetFlag(*address);
     size_t colon = value.rfind(':');
@@ -175,6 +183,7 @@ int main(int argc, char** argv) {
   }
   zshard::server::CoordinatorOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
+  options.advertise = absl::GetFlag(FLAGS_advertise);
   options.store = absl::GetFlag(FLAGS_store);
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
   options.etcd_tls.ca_file = absl::GetFlag(FLAGS_etcd_ca);
@@ -234,8 +243,9 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   ZSHARD_LOG_INFO(line);
 
-  // Serves until a signal, or until it no longer leads its etcd prefix
-  // (its writes would all be refused: it steps down).
+  // Serves until a signal. With etcd it leads or stands by as its election
+  // says (Coordinator); it exits 1 only when it came to lead and cannot
+  // serve (its lease then ends and another coordinator leads).
   const timespec poll = {0, 200 * 1000 * 1000};
   while (true) {
     const int sig = sigtimedwait(&signals, nullptr, &poll);
@@ -244,13 +254,9 @@ int main(int argc, char** argv) {
       (*coordinator)->Shutdown();
       return 0;
     }
-    if ((*coordinator)->deposed()) {
-      const std::string why =
-          "lost the leadership of its etcd prefix (its lease expired, was "
-          "revoked or could not be renewed): stepping down";
-      ZSHARD_LOG_ERROR(why);
+    if (absl::Status failed = (*coordinator)->failure(); !failed.ok()) {
       (*coordinator)->Shutdown();
-      return Fail(1, why);
+      return Fail(1, std::string(failed.message()));
     }
   }
 }

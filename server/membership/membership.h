@@ -204,6 +204,9 @@ class Membership {
   absl::Status WorkerEvent(const std::string& worker_id,
                            const std::string& token, const std::string& kind,
                            const std::string& reason);
+  // Records an event of the coordinator process itself (leader, standby,
+  // deposed: its election) and stores it with the next write.
+  void CoordinatorEvent(const std::string& kind, const std::string& reason);
   absl::StatusOr<PlanPhase> AckFailed(const std::string& worker_id,
                                       const std::string& token, int64_t epoch,
                                       const PrepareFailure& failure);

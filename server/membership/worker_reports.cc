@@ -37,6 +37,13 @@ absl::Status Membership::WorkerEvent(const std::string& worker_id,
   return absl::OkStatus();
 }
 
+void Membership::CoordinatorEvent(const std::string& kind,
+                                  const std::string& reason) {
+  Change lock(this);
+  EventLocked(kind, reason);
+  FlushLocked();
+}
+
 void Membership::StepFailedLocked(const Member& reporter, int64_t epoch,
                                   const PrepareFailure& failure) {
   if (step_failure_.epoch == epoch) return;  // one report per epoch is enough

@@ -7,6 +7,24 @@
 
 namespace zshard::server {
 
+absl::StatusOr<std::unique_ptr<RendezvousKv>> RendezvousKv::Open(
+    RendezvousOptions options, StateStore* store) {
+  auto kv = std::make_unique<RendezvousKv>(options, store);
+  if (store == nullptr) return kv;
+  absl::StatusOr<RendezvousEntries> entries = store->LoadRendezvous();
+  if (!entries.ok()) {
+    return absl::Status(entries.status().code(),
+                        absl::StrCat("cannot load the rendezvous values: ",
+                                     entries.status().message()));
+  }
+  absl::MutexLock lock(&kv->mu_);
+  for (auto& [epoch, values] : *entries) {
+    for (const auto& [k, v] : values) kv->total_bytes_ += k.size() + v.size();
+    kv->epochs_[epoch] = std::move(values);
+  }
+  return kv;
+}
+
 absl::Status RendezvousKv::CheckKey(const std::string& key) const {
   if (key.empty()) return absl::InvalidArgumentError("key is missing");
   if (key.size() > options_.max_key_bytes) {
@@ -36,6 +54,16 @@ absl::Status RendezvousKv::Set(int64_t epoch, const std::string& key,
   if (total_bytes_ - old + key.size() + value.size() >
       options_.max_total_bytes) {
     return absl::ResourceExhaustedError("rendezvous store is full");
+  }
+  if (store_ != nullptr) {
+    // Stored before it is visible: a value a worker read survives a
+    // failover.
+    absl::Status stored = store_->PutRendezvous(epoch, key, value);
+    if (!stored.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot store rendezvous key '", key.substr(0, 64),
+                       "': ", stored.message()));
+    }
   }
   total_bytes_ = total_bytes_ - old + key.size() + value.size();
   kv[key] = value;
@@ -111,6 +139,10 @@ void RendezvousKv::DropBefore(int64_t epoch) {
       total_bytes_ -= k.size() + v.size();
     }
     epochs_.erase(epochs_.begin());
+    store_stale_ = true;
+  }
+  if (store_ != nullptr && store_stale_) {
+    store_stale_ = !store_->DropRendezvousBefore(epoch).ok();
   }
 }
 

@@ -1,11 +1,14 @@
 // The rendezvous key-value store behind RendezvousService: values scoped by
 // epoch (the coordinator serves one job, so job scope is implied), with
-// blocking reads bounded by deadlines and bounded sizes.
+// blocking reads bounded by deadlines and bounded sizes. With a StateStore
+// every value is also written there (one store write per Set) and a new
+// leader loads them, so a transition in flight completes across a failover.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/store/state_store.h"
 
 namespace zshard::server {
 
@@ -31,7 +35,13 @@ struct RendezvousOptions {
 // visible in another.
 class RendezvousKv {
  public:
-  explicit RendezvousKv(RendezvousOptions options = {}) : options_(options) {}
+  // Memory only; `store` (may be null) takes every value too.
+  explicit RendezvousKv(RendezvousOptions options = {},
+                        StateStore* store = nullptr)
+      : options_(options), store_(store) {}
+  // With `store` (may be null: memory only) and the values it holds.
+  static absl::StatusOr<std::unique_ptr<RendezvousKv>> Open(
+      RendezvousOptions options, StateStore* store);
 
   absl::Status Set(int64_t epoch, const std::string& key,
                    const std::string& value);
@@ -48,7 +58,8 @@ class RendezvousKv {
                     absl::Duration timeout,
                     const std::function<bool()>& cancelled);
 
-  // Forgets every epoch below `epoch`.
+  // Forgets every epoch below `epoch` (in the store too: a failure there is
+  // retried at the next call).
   void DropBefore(int64_t epoch);
   // Wakes every waiter with Unavailable; later waits fail at once.
   void Shutdown();
@@ -65,11 +76,14 @@ class RendezvousKv {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const RendezvousOptions options_;
+  StateStore* const store_;
   absl::Mutex mu_;
   std::map<int64_t, std::map<std::string, std::string>> epochs_
       ABSL_GUARDED_BY(mu_);
   size_t total_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  // The store holds values of epochs below the ones in memory.
+  bool store_stale_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace zshard::server

@@ -83,6 +83,11 @@ grpc::Status DashboardServiceImpl::GetClusterStatus(
     v1::GetClusterStatusResponse* resp) {
   RpcScope scope(metrics_, "GetClusterStatus");
   ToProto(membership_->View(), resp);
+  if (election_) {
+    ElectionView view = election_();
+    resp->set_leader(view.leader);
+    for (std::string& s : view.standbys) resp->add_standbys(std::move(s));
+  }
   return scope.Finish(grpc::Status::OK);
 }
 

@@ -2,7 +2,9 @@
 // telemetry, the measured ledger and explanations.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "server/membership/membership.h"
 #include "server/metrics/rpc_metrics.h"
@@ -12,6 +14,13 @@
 #include "zshard/v1/dashboard_service.grpc.pb.h"
 
 namespace zshard::server {
+
+// Who leads the coordinator's store and who stands by (advertised
+// addresses), for GetClusterStatus.
+struct ElectionView {
+  std::string leader;
+  std::vector<std::string> standbys;
+};
 
 // Thread-safe. Borrows `membership`, `telemetry` and `metrics` (may be
 // null); all outlive the service. Destroy after the gRPC server shut down.
@@ -64,6 +73,12 @@ class DashboardServiceImpl final
                                  const v1::GetReshardHistoryRequest* req,
                                  v1::GetReshardHistoryResponse* resp) override;
 
+  // Fills GetClusterStatus's leader and standbys (unset: left empty). Call
+  // before serving.
+  void set_election(std::function<ElectionView()> election) {
+    election_ = std::move(election);
+  }
+
   // Prometheus text of zshard_rank_memory_predicted_bytes{rank, worker,
   // category} for the committed epoch (no samples before the first).
   std::string RenderLedgerMetrics();
@@ -78,6 +93,7 @@ class DashboardServiceImpl final
   Membership* membership_;
   TelemetryStore* telemetry_;
   RpcMetrics* metrics_;
+  std::function<ElectionView()> election_;
   PlanCache plans_;
   EventWatchHub watch_hub_;
 };

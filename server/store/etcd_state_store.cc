@@ -98,6 +98,40 @@ std::string EtcdStateStore::MovesPrefix(int64_t epoch) const {
 void EtcdStateStore::SetFence(std::string key, int64_t create_revision) {
   fence_key_ = std::move(key);
   fence_revision_ = create_revision;
+  next_event_seq_ = 0;
+}
+
+std::string EtcdStateStore::RendezvousPrefix(int64_t epoch) const {
+  return absl::StrCat(options_.prefix, "rendezvous/", Padded(epoch, 20), "/");
+}
+
+absl::Status EtcdStateStore::PutRendezvous(int64_t epoch,
+                                           const std::string& key,
+                                           const std::string& value) {
+  return Commit({EtcdOp::Put(RendezvousPrefix(epoch) + key, value)});
+}
+
+absl::StatusOr<RendezvousEntries> EtcdStateStore::LoadRendezvous() {
+  const std::string all = options_.prefix + "rendezvous/";
+  ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult r, ReadPrefix(all));
+  RendezvousEntries entries;
+  for (const EtcdKeyValue& kv : r.kvs) {
+    // <epoch:020>/<key>
+    const std::string rest = kv.key.substr(all.size());
+    const size_t slash = rest.find('/');
+    int64_t epoch = 0;
+    if (slash == std::string::npos ||
+        !absl::SimpleAtoi(rest.substr(0, slash), &epoch)) {
+      continue;
+    }
+    entries[epoch][rest.substr(slash + 1)] = kv.value;
+  }
+  return entries;
+}
+
+absl::Status EtcdStateStore::DropRendezvousBefore(int64_t epoch) {
+  return Commit({EtcdOp::Delete(options_.prefix + "rendezvous/",
+                                RendezvousPrefix(epoch))});
 }
 
 absl::Status EtcdStateStore::Commit(const std::vector<EtcdOp>& ops) {

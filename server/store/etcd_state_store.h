@@ -7,6 +7,7 @@
 //   P/meta/<key>            the counter in decimal
 //   P/events/<seq:020>      {"time_ms", "epoch", "kind", "reason"}
 //   P/checkpoints/<step:020> CheckpointJson
+//   P/rendezvous/<epoch:020>/<key>  the rendezvous value (raw bytes)
 // Apply is one etcd transaction. A batch's op count and size are bounded by
 // etcd's --max-txn-ops (default 128) and --max-request-bytes (default
 // 1.5 MiB); a job of many members or large move lists needs them raised
@@ -56,10 +57,15 @@ class EtcdStateStore final : public StateStore {
   // no longer has its create revision.
   absl::Status Apply(const StoreWrite& write) override;
   absl::StatusOr<std::vector<Event>> RecentEvents(int limit) override;
+  absl::Status PutRendezvous(int64_t epoch, const std::string& key,
+                             const std::string& value) override;
+  absl::StatusOr<RendezvousEntries> LoadRendezvous() override;
+  absl::Status DropRendezvousBefore(int64_t epoch) override;
 
   // Guards every later write: it only happens while `key` exists with
   // this create revision (a leader's campaign key; see LeaderElection).
-  // An empty key removes the guard.
+  // An empty key removes the guard. Forgets what it cached of the store
+  // (another leader may have written since).
   void SetFence(std::string key, int64_t create_revision);
 
   const std::string& prefix() const { return options_.prefix; }
@@ -83,6 +89,7 @@ class EtcdStateStore final : public StateStore {
   absl::StatusOr<int64_t> NextEventSeq();
   std::string EpochKey(int64_t epoch) const;
   std::string MovesPrefix(int64_t epoch) const;
+  std::string RendezvousPrefix(int64_t epoch) const;
 
   const EtcdStateStoreOptions options_;
   std::unique_ptr<EtcdClient> client_;

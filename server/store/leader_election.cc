@@ -1,6 +1,7 @@
 // Leader election: campaign key, lease renewal, lowest create revision.
 #include "server/store/leader_election.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -92,7 +93,12 @@ void LeaderElection::Step() {
     } else if (ttl.status().code() == absl::StatusCode::kNotFound) {
       {
         absl::MutexLock lock(&mu_);
-        leading_ = false;  // the lease expired: the key is gone
+        // The lease expired: the key is gone.
+        if (leading_) {
+          loss_reason_ =
+              absl::StrCat("its lease ", lease, " expired or was revoked");
+        }
+        leading_ = false;
         if (resigned_) return;
       }
       if (!PutKey().ok()) return;  // campaign again at the next step
@@ -103,18 +109,41 @@ void LeaderElection::Step() {
   if (!keys.ok()) {
     // etcd unreachable: the lease may be expiring unseen.
     if (absl::Now() - last_renewal_ >= absl::Seconds(options_.ttl_s)) {
+      if (leading_) {
+        loss_reason_ = absl::StrCat(
+            "etcd could not be read for its lease "
+            "TTL (",
+            options_.ttl_s, " s): ", keys.status().message());
+      }
       leading_ = false;
+      candidates_.clear();
     }
     return;
   }
-  const EtcdKeyValue* first = nullptr;
+  candidates_.clear();
   for (const EtcdKeyValue& kv : keys->kvs) {
-    if (first == nullptr || kv.create_revision < first->create_revision) {
-      first = &kv;
-    }
+    candidates_.push_back(
+        Candidate{kv.value, kv.create_revision,
+                  kv.key == key_ && kv.create_revision == create_revision_});
   }
-  leading_ = !resigned_ && first != nullptr && first->key == key_ &&
-             first->create_revision == create_revision_;
+  std::sort(candidates_.begin(), candidates_.end(),
+            [](const Candidate& a, const Candidate& b) {
+              return a.create_revision < b.create_revision;
+            });
+  const bool leading =
+      !resigned_ && !candidates_.empty() && candidates_.front().self;
+  if (leading_ && !leading) {
+    loss_reason_ =
+        resigned_ ? "it resigned"
+        : candidates_.empty() ||
+                !std::any_of(candidates_.begin(), candidates_.end(),
+                             [](const Candidate& c) { return c.self; })
+            ? absl::StrCat("its campaign key ", key_,
+                           " is gone (its lease expired or was revoked)")
+            : absl::StrCat("the key of ", candidates_.front().id,
+                           " has a lower create revision");
+  }
+  leading_ = leading;
 }
 
 void LeaderElection::Loop() {
@@ -166,6 +195,16 @@ absl::StatusOr<std::string> LeaderElection::Leader() {
     }
   }
   return first == nullptr ? std::string() : first->value;
+}
+
+std::vector<LeaderElection::Candidate> LeaderElection::Candidates() {
+  absl::MutexLock lock(&mu_);
+  return candidates_;
+}
+
+std::string LeaderElection::LossReason() {
+  absl::MutexLock lock(&mu_);
+  return loss_reason_;
 }
 
 absl::Status LeaderElection::Resign() {

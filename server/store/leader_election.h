@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -66,6 +67,20 @@ class LeaderElection {
   int64_t lease();
   // The leading candidate's id, from etcd ("" when there is none).
   absl::StatusOr<std::string> Leader();
+  // One campaign key as the last poll saw it.
+  struct Candidate {
+    std::string id;
+    int64_t create_revision = 0;
+    bool self = false;  // this candidate's own key
+  };
+  // Every candidate as of the last poll (at most poll_interval_ms old),
+  // the leader first, then by create revision; empty before the first
+  // poll or while etcd cannot be read.
+  std::vector<Candidate> Candidates();
+  // Why this candidate last stopped leading (its lease expired or was
+  // revoked, etcd unreachable, a key with a lower revision); "" if never.
+  std::string LossReason();
+  const std::string& id() const { return options_.id; }
   // Revokes the lease: the key goes, another candidate leads. Idempotent;
   // the candidate does not campaign again.
   absl::Status Resign();
@@ -90,6 +105,8 @@ class LeaderElection {
   std::string key_ ABSL_GUARDED_BY(mu_);
   int64_t create_revision_ ABSL_GUARDED_BY(mu_) = 0;
   bool leading_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<Candidate> candidates_ ABSL_GUARDED_BY(mu_);
+  std::string loss_reason_ ABSL_GUARDED_BY(mu_);
   bool resigned_ ABSL_GUARDED_BY(mu_) = false;
   bool renewing_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

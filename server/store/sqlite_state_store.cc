@@ -36,6 +36,9 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE TABLE IF NOT EXISTS checkpoints (
   step INTEGER PRIMARY KEY, dir TEXT NOT NULL, committed_ms INTEGER NOT NULL,
   manifest_json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rendezvous (
+  epoch INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+  PRIMARY KEY (epoch, key));
 )sql";
 
 nlohmann::json ParseOrEmpty(const std::string& text) {
@@ -368,6 +371,37 @@ absl::StatusOr<std::vector<Event>> SqliteStateStore::RecentEvents(int limit) {
                            stmt->Text(3), stmt->Int(4)});
   }
   return events;
+}
+
+absl::Status SqliteStateStore::PutRendezvous(int64_t epoch,
+                                             const std::string& key,
+                                             const std::string& value) {
+  ZSHARD_ASSIGN_OR_RETURN(
+      auto put, db_->Prepare("INSERT OR REPLACE INTO rendezvous (epoch, key, "
+                             "value) VALUES (?, ?, ?)"));
+  put->Bind(1, epoch);
+  put->Bind(2, key);
+  put->Bind(3, value);
+  return put->Run();
+}
+
+absl::StatusOr<RendezvousEntries> SqliteStateStore::LoadRendezvous() {
+  ZSHARD_ASSIGN_OR_RETURN(
+      auto stmt, db_->Prepare("SELECT epoch, key, value FROM rendezvous"));
+  RendezvousEntries entries;
+  while (true) {
+    ZSHARD_ASSIGN_OR_RETURN(bool more, stmt->Step());
+    if (!more) break;
+    entries[stmt->Int(0)][stmt->Text(1)] = stmt->Text(2);
+  }
+  return entries;
+}
+
+absl::Status SqliteStateStore::DropRendezvousBefore(int64_t epoch) {
+  ZSHARD_ASSIGN_OR_RETURN(
+      auto del, db_->Prepare("DELETE FROM rendezvous WHERE epoch < ?"));
+  del->Bind(1, epoch);
+  return del->Run();
 }
 
 }  // namespace zshard::server

@@ -29,6 +29,10 @@ class SqliteStateStore final : public StateStore {
                        const std::string& spec_json) override;
   absl::Status Apply(const StoreWrite& write) override;
   absl::StatusOr<std::vector<Event>> RecentEvents(int limit) override;
+  absl::Status PutRendezvous(int64_t epoch, const std::string& key,
+                             const std::string& value) override;
+  absl::StatusOr<RendezvousEntries> LoadRendezvous() override;
+  absl::Status DropRendezvousBefore(int64_t epoch) override;
 
  private:
   SqliteStateStore(std::unique_ptr<DirLock> lock, std::unique_ptr<SqliteDb> db)

@@ -1,6 +1,8 @@
 // The coordinator's durable state as the membership state machine sees it:
 // a write batch applied in one transaction, and the state loaded at start.
-// Implementations: SqliteStateStore (coordinator.db in --state-dir).
+// Implementations: SqliteStateStore (coordinator.db in --state-dir),
+// EtcdStateStore (--store etcd:...), MemoryStateStore (tests), and
+// LockedStateStore (one lock around another store, for several users).
 #pragma once
 
 #include <cstdint>
@@ -60,6 +62,9 @@ struct StoredState {
   std::vector<StoredEpoch> history;
 };
 
+// Rendezvous values (RendezvousKv) by epoch, then key.
+using RendezvousEntries = std::map<int64_t, std::map<std::string, std::string>>;
+
 // Epochs loaded into StoredState::history.
 inline constexpr int kHistoryEpochs = 256;
 
@@ -76,6 +81,15 @@ class StateStore {
   virtual absl::Status Apply(const StoreWrite& write) = 0;
   // The latest `limit` events, oldest first.
   virtual absl::StatusOr<std::vector<Event>> RecentEvents(int limit) = 0;
+
+  // The rendezvous values of open transitions, so that a new leader serves
+  // them: one write per value (the same key again replaces it).
+  virtual absl::Status PutRendezvous(int64_t epoch, const std::string& key,
+                                     const std::string& value) = 0;
+  // Every stored rendezvous value.
+  virtual absl::StatusOr<RendezvousEntries> LoadRendezvous() = 0;
+  // Deletes the rendezvous values of every epoch below `epoch`.
+  virtual absl::Status DropRendezvousBefore(int64_t epoch) = 0;
 };
 
 }  // namespace zshard::server

@@ -60,6 +60,17 @@ absl::StatusOr<StoreSpec> ParseStoreSpec(const std::string& text) {
   return spec;
 }
 
+LeaderElectionOptions ElectionOptionsFor(const StoreSpec& spec,
+                                         const StoreOpenOptions& options) {
+  LeaderElectionOptions election;
+  election.client.endpoints = spec.endpoints;
+  election.client.tls = options.etcd_tls;
+  election.prefix = spec.prefix;
+  election.id = options.candidate_id;
+  election.ttl_s = options.lease_ttl_s;
+  return election;
+}
+
 absl::StatusOr<OpenedStore> OpenStateStore(const StoreSpec& spec,
                                            const StoreOpenOptions& options) {
   OpenedStore opened;
@@ -77,13 +88,14 @@ absl::StatusOr<OpenedStore> OpenStateStore(const StoreSpec& spec,
   store_options.prefix = spec.prefix;
   ZSHARD_ASSIGN_OR_RETURN(std::unique_ptr<EtcdStateStore> store,
                           EtcdStateStore::Open(std::move(store_options)));
-  LeaderElectionOptions election;
-  election.client = client;
-  election.prefix = spec.prefix;
-  election.id = options.candidate_id;
-  election.ttl_s = options.lease_ttl_s;
-  ZSHARD_ASSIGN_OR_RETURN(opened.election,
-                          LeaderElection::Campaign(std::move(election)));
+  opened.etcd = store.get();
+  if (!options.campaign) {
+    opened.store = std::move(store);
+    return opened;
+  }
+  ZSHARD_ASSIGN_OR_RETURN(
+      opened.election,
+      LeaderElection::Campaign(ElectionOptionsFor(spec, options)));
   if (!opened.election->WaitForLeadership(
           absl::Seconds(options.lease_ttl_s + 2))) {
     absl::StatusOr<std::string> leader = opened.election->Leader();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/store/etcd_state_store.h"
 #include "server/store/http_request.h"
 #include "server/store/leader_election.h"
 #include "server/store/state_store.h"
@@ -35,6 +36,10 @@ struct StoreOpenOptions {
   int64_t lease_ttl_s = 5;
   // etcd: TLS files (all empty: plain HTTP; see EtcdClientOptions::tls).
   HttpTlsOptions etcd_tls;
+  // etcd: campaign and wait to lead (below). False: the store is opened
+  // unfenced and OpenedStore::election stays null; the caller campaigns
+  // (ElectionOptionsFor) and fences the store once it leads.
+  bool campaign = true;
 };
 
 struct OpenedStore {
@@ -42,7 +47,14 @@ struct OpenedStore {
   // etcd only: this coordinator's campaign, leading; the store's writes are
   // fenced by its key. Destroying it resigns.
   std::unique_ptr<LeaderElection> election;
+  // etcd only: `store` as what it is (SetFence).
+  EtcdStateStore* etcd = nullptr;
 };
+
+// The election of an etcd spec's prefix, with options' candidate id, TTL
+// and TLS.
+LeaderElectionOptions ElectionOptionsFor(const StoreSpec& spec,
+                                         const StoreOpenOptions& options);
 
 // Opens the store. SQLite: SqliteStateStore::Open (the directory's lock is
 // the one-coordinator guard). etcd: EtcdStateStore::Open, which reaches

@@ -3,23 +3,27 @@
 // same etcd prefix), and the job goes on in the same epoch with the same
 // members and ranks and completes. And what zshard-coordinator refuses at
 // start about --store (exit status 2, one line): a malformed spec, an empty
-// prefix, an unreachable etcd, a TLS mismatch, a prefix another coordinator
-// leads; a coordinator on an etcd with TLS and client certificates; and a
-// coordinator whose election lease is revoked steps down (exit status 1).
+// prefix, an unreachable etcd, a TLS mismatch; a coordinator on an etcd
+// with TLS and client certificates; a second coordinator on a led prefix
+// stands by; and a coordinator whose election lease is revoked steps down
+// and leads again with a new key (ha_integration_test has the failovers).
 #include <signal.h>
 #include <sys/stat.h>
 
 #include <string>
 #include <vector>
 
+#include "common/net/leader_redirect.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/store/etcd_client.h"
+#include "tests/integration/ha_probe.h"
 #include "tests/integration/process_cluster.h"
 #include "tests/testing/etcd_server.h"
 #include "tests/testing/free_port.h"
 #include "tests/testing/log_scan.h"
 #include "tests/testing/tls_certs.h"
+#include "tests/testing/wait_for.h"
 
 namespace zshard::testing {
 namespace {
@@ -116,13 +120,14 @@ class EtcdCoordinatorTest : public ::testing::Test {
   ProcessCluster cluster_;
 };
 
-TEST_F(EtcdCoordinatorTest, SecondCoordinatorOnALedPrefixExits2) {
+TEST_F(EtcdCoordinatorTest, SecondCoordinatorOnALedPrefixStandsBy) {
+  const std::string address = "127.0.0.1:" + std::to_string(PickFreePort());
   Subprocess::Options options;
   options.argv = {ProcessCluster::Bin("zshard-coordinator"),
                   "--job",
                   cluster_.dir().File("job.json"),
                   "--listen",
-                  "127.0.0.1:0",
+                  address,
                   "--store",
                   store_,
                   "--etcd-lease-ttl",
@@ -131,17 +136,23 @@ TEST_F(EtcdCoordinatorTest, SecondCoordinatorOnALedPrefixExits2) {
   options.stderr_path = cluster_.dir().File("second.err");
   auto second = Subprocess::Start(options);
   ASSERT_TRUE(second.ok());
-  // It waits its lease TTL (2 s) + 2 s for the prefix, then gives up.
-  EXPECT_EQ((*second)->Wait(20000), 2);
-  const std::string err = ReadLog(cluster_.dir().File("second.err"));
-  EXPECT_THAT(err, HasSubstr("etcd prefix '/zshard/itest' is led by another "
-                             "coordinator (" +
-                             cluster_.address()));
-  EXPECT_EQ(err.find('\n'), err.size() - 1) << err;
+  // It serves as a standby: every RPC is UNAVAILABLE naming the leader.
+  ASSERT_TRUE(WaitFor([&] { return HealthOf(address, "") == 1; }, 10000))
+      << ReadLog(cluster_.dir().File("second.err"));
+  RpcAnswer answer = HeartbeatAnswer(address);
+  EXPECT_EQ(answer.code, grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(answer.message,
+            "standby coordinator: the leader is " + cluster_.address());
+  EXPECT_EQ(answer.leader, cluster_.address())
+      << ReadLog(cluster_.dir().File("second.err"))
+      << ReadLog(cluster_.dir().File("coordinator-0.log"));
+  EXPECT_EQ(HealthOf(address, net::kLeaderHealthService), 2);
+  EXPECT_EQ(HealthOf(cluster_.address(), net::kLeaderHealthService), 1);
+  EXPECT_TRUE((*second)->Running());
   EXPECT_TRUE(cluster_.Status().ok());  // the leader serves on
 }
 
-TEST_F(EtcdCoordinatorTest, RevokedLeaseMakesTheCoordinatorStepDown) {
+TEST_F(EtcdCoordinatorTest, RevokedLeaseMakesTheCoordinatorStepDownAndLead) {
   server::EtcdClientOptions o;
   o.endpoints = {etcd_->endpoint()};
   auto client = server::EtcdClient::Create(o).value();
@@ -149,9 +160,29 @@ TEST_F(EtcdCoordinatorTest, RevokedLeaseMakesTheCoordinatorStepDown) {
   ASSERT_TRUE(keys.ok()) << keys.status();
   ASSERT_EQ(keys->kvs.size(), 1u);
   ASSERT_TRUE(client->Revoke(keys->kvs[0].lease).ok());
-  EXPECT_EQ(cluster_.coordinator()->Wait(5000), 1);
-  EXPECT_TRUE(LogContains(cluster_.dir().File("coordinator-0.log"),
-                          "lost the leadership of its etcd prefix"));
+  // Its writes were fenced by the revoked key: it steps down and, the only
+  // candidate, campaigns again and leads with a new key, in process.
+  const std::string log = cluster_.dir().File("coordinator-0.log");
+  EXPECT_TRUE(WaitFor(
+      [&] { return LogContains(log, "deposed: " + cluster_.address()); }, 5000))
+      << ReadLog(log);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto now = client->RangePrefix("/zshard/itest/election/");
+        return now.ok() && now->kvs.size() == 1 &&
+               now->kvs[0].lease != keys->kvs[0].lease &&
+               HealthOf(cluster_.address(), net::kLeaderHealthService) == 1;
+      },
+      5000));
+  EXPECT_TRUE(cluster_.coordinator()->Running());
+  // It writes again: a worker joins and is stored.
+  ASSERT_TRUE(cluster_.StartWorker("w0").ok());
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto members = client->RangePrefix("/zshard/itest/members/");
+        return members.ok() && members->kvs.size() == 1;
+      },
+      10000));
 }
 
 // etcd killed with SIGKILL and restarted under a running job: the

@@ -250,6 +250,19 @@ TEST_F(GrpcServiceTest, ShutdownEndsOpenWatchStreams) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
+// Without etcd the coordinator leads from the start and names itself.
+TEST_F(GrpcServiceTest, ALoneCoordinatorLeadsAndNamesItself) {
+  EXPECT_TRUE(coordinator_->leading());
+  EXPECT_EQ(coordinator_->advertise(), coordinator_->address());
+  v1::GetClusterStatusResponse resp;
+  ASSERT_TRUE(
+      dashboard_
+          ->GetClusterStatus(Ctx().get(), v1::GetClusterStatusRequest(), &resp)
+          .ok());
+  EXPECT_EQ(resp.leader(), coordinator_->address());
+  EXPECT_EQ(resp.standbys_size(), 0);
+}
+
 class MetricsTest : public CoordinatorFixture {
   void SetUp() override {
     CoordinatorOptions options;
@@ -270,6 +283,8 @@ TEST_F(MetricsTest, PrometheusTextHasMembersEpochAndRpcs) {
             std::string::npos)
       << body;
   EXPECT_NE(body.find("zshard_epoch 0\n"), std::string::npos);
+  // Without etcd it is the only coordinator: it leads.
+  EXPECT_NE(body.find("\nzshard_leader 1\n"), std::string::npos);
   EXPECT_NE(
       body.find("zshard_rpc_requests_total{method=\"Join\",code=\"0\"} 1"),
       std::string::npos);

@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -72,6 +73,57 @@ class LeaderElectionTest : public testing::EtcdServerTest {
   std::unique_ptr<LeaderElection> a_;
   std::unique_ptr<LeaderElection> b_;
 };
+
+// Every candidate sees the same list, the leader first; a resigned
+// candidate leaves it and, leading, says why it stopped.
+TEST_F(LeaderElectionTest, CandidatesListTheLeaderFirstAndLossesSayWhy) {
+  StartALeadingB();
+  auto c = Candidate("c");
+  ASSERT_NE(c, nullptr);
+  auto ids = [](LeaderElection* e) {
+    std::vector<std::string> out;
+    for (const LeaderElection::Candidate& k : e->Candidates()) {
+      out.push_back(k.id + (k.self ? "*" : ""));
+    }
+    return out;
+  };
+  const std::vector<std::string> three = {"a", "b", "c"};
+  auto plain = [&](LeaderElection* e) {
+    std::vector<std::string> v = ids(e);
+    for (std::string& id : v) {
+      if (!id.empty() && id.back() == '*') id.pop_back();
+    }
+    return v;
+  };
+  ASSERT_TRUE(zshard::testing::WaitFor(
+      [&] {
+        return plain(a_.get()) == three && plain(b_.get()) == three &&
+               plain(c.get()) == three;
+      },
+      5000));
+  EXPECT_EQ(ids(b_.get()), (std::vector<std::string>{"a", "b*", "c"}));
+  EXPECT_EQ(a_->LossReason(), "");
+  // The leader's lease is revoked behind its back: it sees its key gone.
+  EtcdClientOptions o;
+  o.endpoints = {endpoint_};
+  auto client = EtcdClient::Create(o).value();
+  ASSERT_TRUE(client->Revoke(a_->lease()).ok());
+  ASSERT_TRUE(zshard::testing::WaitFor([&] { return !a_->leading(); }, 5000));
+  EXPECT_THAT(a_->LossReason(), HasSubstr("expired or was revoked"));
+  ASSERT_TRUE(b_->WaitForLeadership(absl::Seconds(kTtlS + 2)));
+  // a campaigned again: now last in line.
+  ASSERT_TRUE(zshard::testing::WaitFor(
+      [&] {
+        return plain(b_.get()) == std::vector<std::string>{"b", "c", "a"};
+      },
+      5000));
+  c->Resign().IgnoreError();
+  ASSERT_TRUE(zshard::testing::WaitFor(
+      [&] {
+        return plain(b_.get()) == std::vector<std::string>{"b", "a"};
+      },
+      5000));
+}
 
 TEST_F(LeaderElectionTest, OnlyOneOfTwoCandidatesLeads) {
   auto a = Candidate("a");

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/store/etcd_state_store.h"
+#include "server/store/locked_state_store.h"
 #include "server/store/sqlite_state_store.h"
 #include "tests/testing/etcd_server.h"
 
@@ -34,7 +35,15 @@ EtcdServer* SharedEtcd() {
 }  // namespace
 
 std::string StoreKindName(const ::testing::TestParamInfo<StoreKind>& info) {
-  return info.param == StoreKind::kSqlite ? "Sqlite" : "Etcd";
+  switch (info.param) {
+    case StoreKind::kSqlite:
+      return "Sqlite";
+    case StoreKind::kEtcd:
+      return "Etcd";
+    case StoreKind::kMemory:
+      return "Memory";
+  }
+  return "Unknown";
 }
 
 std::string StoreSkipReason(StoreKind kind) {
@@ -63,6 +72,12 @@ absl::StatusOr<std::unique_ptr<StateStore>> StoreLocation::Open() {
     auto store = SqliteStateStore::Open(dir_.File("state"));
     if (!store.ok()) return store.status();
     return std::unique_ptr<StateStore>(*std::move(store));
+  }
+  if (kind_ == StoreKind::kMemory) {
+    // A handle on the location's maps: a "restart" finds what was written.
+    if (memory_ == nullptr) memory_ = std::make_shared<MemoryStateStore>();
+    return std::unique_ptr<StateStore>(
+        std::make_unique<LockedStateStore>(memory_.get()));
   }
   EtcdStateStoreOptions options;
   options.client.endpoints = {EtcdEndpoint()};

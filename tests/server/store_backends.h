@@ -1,5 +1,6 @@
-// The state stores the store tests run over: SQLite in a temp dir, and etcd
-// (one server per test binary, started on first use) under a fresh prefix.
+// The state stores the store tests run over: SQLite in a temp dir, etcd
+// (one server per test binary, started on first use) under a fresh prefix,
+// and MemoryStateStore (its maps outlive each opened handle).
 #pragma once
 
 #include <memory>
@@ -7,19 +8,20 @@
 
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
+#include "server/store/memory_state_store.h"
 #include "server/store/state_store.h"
 #include "tests/testing/temp_dir.h"
 
 namespace zshard::server::testing {
 
-enum class StoreKind { kSqlite, kEtcd };
+enum class StoreKind { kSqlite, kEtcd, kMemory };
 
-// For INSTANTIATE_TEST_SUITE_P: "Sqlite", "Etcd".
+// For INSTANTIATE_TEST_SUITE_P: "Sqlite", "Etcd", "Memory".
 std::string StoreKindName(const ::testing::TestParamInfo<StoreKind>& info);
 
-// Both kinds, for ::testing::Values.
-inline constexpr StoreKind kStoreKinds[] = {StoreKind::kSqlite,
-                                            StoreKind::kEtcd};
+// Every kind, for ::testing::ValuesIn.
+inline constexpr StoreKind kStoreKinds[] = {
+    StoreKind::kSqlite, StoreKind::kEtcd, StoreKind::kMemory};
 
 // Why stores of `kind` cannot run here (etcd not installed); empty if they
 // can.
@@ -39,6 +41,7 @@ class StoreLocation {
   StoreKind kind_;
   zshard::testing::TempDir dir_;
   std::string prefix_;
+  std::shared_ptr<MemoryStateStore> memory_;
 };
 
 // A test over each store kind (the parameter): skipped where the kind

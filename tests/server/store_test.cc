@@ -1,13 +1,14 @@
-// Persistence round trip over both stores (real SQLite in a temp dir, a
-// real etcd started by the test): a membership is rebuilt from its store
-// with the same epoch, members and tokens, and no new epoch; a transition
-// cut by the restart is abandoned.
+// Persistence round trip over every store (real SQLite in a temp dir, a
+// real etcd started by the test, memory): a membership is rebuilt from its
+// store with the same epoch, members and tokens, and no new epoch; a
+// transition cut by the restart is abandoned; rendezvous values survive.
 #include <stdlib.h>
 
 #include <memory>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "server/rendezvous/rendezvous_kv.h"
 #include "server/store/sqlite_state_store.h"
 #include "tests/server/membership_harness.h"
 #include "tests/server/store_backends.h"
@@ -96,6 +97,55 @@ TEST_P(StoreTest, AnotherJobInTheStoreIsRefused) {
   other.name = "other";
   auto m = Membership::Create(other, &clock, store.get());
   EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// The rendezvous values of open transitions: stored one by one, found by
+// the next store handle (a new leader), and dropped below an epoch.
+TEST_P(StoreTest, RendezvousValuesSurviveARestartUntilDropped) {
+  const std::string binary("id\0\xff\x01", 5);
+  {
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->PutRendezvous(3, "a", "old").ok());
+    ASSERT_TRUE(store->PutRendezvous(4, "a", "x").ok());
+    ASSERT_TRUE(store->PutRendezvous(4, "a", binary).ok());  // replaces
+    ASSERT_TRUE(store->PutRendezvous(4, "b/c", "y").ok());
+  }
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  auto loaded = store->LoadRendezvous();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(*loaded, (RendezvousEntries{{3, {{"a", "old"}}},
+                                        {4, {{"a", binary}, {"b/c", "y"}}}}));
+  ASSERT_TRUE(store->DropRendezvousBefore(4).ok());
+  loaded = store->LoadRendezvous();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(*loaded, (RendezvousEntries{{4, {{"a", binary}, {"b/c", "y"}}}}));
+}
+
+// RendezvousKv over a store: a value set before a failover is read from
+// the new leader's RendezvousKv, and epochs it drops leave the store.
+TEST_P(StoreTest, RendezvousKvReadsWhatTheLastLeaderSet) {
+  {
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    auto kv = RendezvousKv::Open({}, store.get());
+    ASSERT_TRUE(kv.ok()) << kv.status();
+    ASSERT_TRUE((*kv)->Set(7, "uid", "v7").ok());
+    ASSERT_TRUE((*kv)->Set(8, "uid", "v8").ok());
+  }
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  auto kv = RendezvousKv::Open({}, store.get());
+  ASSERT_TRUE(kv.ok()) << kv.status();
+  auto got = (*kv)->Get(8, "uid", absl::ZeroDuration(), nullptr);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "v8");
+  EXPECT_EQ((*kv)->TotalBytes(), 2 * (3 + 2));
+  (*kv)->DropBefore(8);
+  auto loaded = store->LoadRendezvous();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(*loaded, (RendezvousEntries{{8, {{"uid", "v8"}}}}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, StoreTest,

@@ -24,6 +24,16 @@ class RecordingStore final : public StateStore {
   absl::StatusOr<std::vector<Event>> RecentEvents(int) override {
     return std::vector<Event>();
   }
+  absl::Status PutRendezvous(int64_t, const std::string&,
+                             const std::string&) override {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<RendezvousEntries> LoadRendezvous() override {
+    return RendezvousEntries();
+  }
+  absl::Status DropRendezvousBefore(int64_t) override {
+    return absl::OkStatus();
+  }
   std::vector<StoreWrite> applied;
 };
 
