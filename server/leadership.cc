@@ -86,6 +86,22 @@ std::string Leadership::RenderMetrics() {
       // Abandoned because a later change altered their world (a part of
       // "abandoned").
       "zshard_transitions_total{outcome=\"superseded\"} ", s.superseded, "\n",
+      "# HELP zshard_store_changes_total Membership changes written to the "
+      "state store.\n",
+      "# TYPE zshard_store_changes_total counter\n",
+      "zshard_store_changes_total ", s.store_changes, "\n",
+      "# HELP zshard_store_transactions_total State store transactions (a "
+      "group commit writes many changes in one).\n",
+      "# TYPE zshard_store_transactions_total counter\n",
+      "zshard_store_transactions_total ", s.store_transactions, "\n",
+      "# HELP zshard_store_write_failures_total State store transactions "
+      "that failed.\n",
+      "# TYPE zshard_store_write_failures_total counter\n",
+      "zshard_store_write_failures_total ", s.store_failures, "\n",
+      "# HELP zshard_store_write_seconds_total Seconds spent in state store "
+      "transactions.\n",
+      "# TYPE zshard_store_write_seconds_total counter\n",
+      "zshard_store_write_seconds_total ", s.store_seconds, "\n",
       "# HELP zshard_rendezvous_bytes Bytes held by the rendezvous store.\n",
       "# TYPE zshard_rendezvous_bytes gauge\n", "zshard_rendezvous_bytes ",
       kv_->TotalBytes(), "\n");

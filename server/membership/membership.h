@@ -130,6 +130,12 @@ struct MembershipStats {
   // a member reported failed.
   int64_t transition_timeouts = 0;
   int64_t prepare_failures = 0;
+  // The state store's group commit (StoreWriter::Stats): changes written,
+  // the transactions that wrote them, failed transactions, their seconds.
+  int64_t store_changes = 0;
+  int64_t store_transactions = 0;
+  int64_t store_failures = 0;
+  double store_seconds = 0;
 };
 
 // A member's report that it could not prepare the committed epoch.

@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/logging.h"
 
 namespace zshard::server {
@@ -31,6 +33,7 @@ int64_t StoreWriter::Enqueue(StoreWrite write) {
   if (store_ == nullptr || write.empty()) return 0;
   absl::MutexLock lock(&mu_);
   queue_.push_back(std::move(write));
+  ++stats_.changes;
   return ++queued_;
 }
 
@@ -54,14 +57,24 @@ void StoreWriter::WaitApplied(int64_t ticket) {
     }
     const int64_t upto = queued_;
     mu_.Unlock();
+    const absl::Time start = absl::Now();
     absl::Status s = store_->Apply(batch);
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
     if (!s.ok()) {
       ZSHARD_LOG_ERROR(absl::StrCat("state store write failed: ", s.message()));
     }
     mu_.Lock();
+    ++stats_.transactions;
+    if (!s.ok()) ++stats_.failures;
+    stats_.seconds += seconds;
     applied_ = upto;
     writing_ = false;
   }
+}
+
+StoreWriter::Stats StoreWriter::stats() {
+  absl::MutexLock lock(&mu_);
+  return stats_;
 }
 
 }  // namespace zshard::server

@@ -31,6 +31,16 @@ class StoreWriter {
   // `later` appended to `into` as if applied after it in one transaction.
   static void Merge(StoreWrite& into, StoreWrite later);
 
+  // What the group commit did so far: changes queued, store transactions
+  // (Apply calls) that wrote them, failed ones, and seconds spent in them.
+  struct Stats {
+    int64_t changes = 0;
+    int64_t transactions = 0;
+    int64_t failures = 0;
+    double seconds = 0;
+  };
+  Stats stats();
+
  private:
   StateStore* const store_;
   absl::Mutex mu_;
@@ -38,6 +48,7 @@ class StoreWriter {
   int64_t queued_ ABSL_GUARDED_BY(mu_) = 0;   // tickets handed out
   int64_t applied_ ABSL_GUARDED_BY(mu_) = 0;  // tickets applied
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace zshard::server

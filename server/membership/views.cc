@@ -111,6 +111,11 @@ MembershipStats Membership::Stats() {
   s.last_checkpoint_ms = checkpoints_.last_ms();
   s.checkpoint_failures = checkpoints_.failures();
   for (const auto& [id, m] : members_.all()) ++s.members_by_state[m.state];
+  const StoreWriter::Stats w = writer_.stats();
+  s.store_changes = w.changes;
+  s.store_transactions = w.transactions;
+  s.store_failures = w.failures;
+  s.store_seconds = w.seconds;
   return s;
 }
 

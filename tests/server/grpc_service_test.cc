@@ -285,6 +285,10 @@ TEST_F(MetricsTest, PrometheusTextHasMembersEpochAndRpcs) {
   EXPECT_NE(body.find("zshard_epoch 0\n"), std::string::npos);
   // Without etcd it is the only coordinator: it leads.
   EXPECT_NE(body.find("\nzshard_leader 1\n"), std::string::npos);
+  // Memory only (no store here): no store writes yet, the counters shown.
+  EXPECT_NE(body.find("\nzshard_store_transactions_total 0\n"),
+            std::string::npos);
+  EXPECT_NE(body.find("\nzshard_store_changes_total 0\n"), std::string::npos);
   EXPECT_NE(
       body.find("zshard_rpc_requests_total{method=\"Join\",code=\"0\"} 1"),
       std::string::npos);

@@ -11,7 +11,7 @@ namespace zshard::server {
 namespace {
 
 // Records every Apply.
-class RecordingStore final : public StateStore {
+class RecordingStore : public StateStore {
  public:
   absl::StatusOr<StoredState> Load() override { return StoredState(); }
   absl::Status SaveJob(const std::string&, const std::string&) override {
@@ -73,6 +73,28 @@ TEST(StoreWriterTest, QueuedChangesAreWrittenInOneTransactionInOrder) {
   EXPECT_EQ(store.applied.size(), 1u);
   writer.WaitApplied(writer.Enqueue(MemberWrite("w-d", 5)));
   EXPECT_EQ(store.applied.size(), 2u);
+  // Four changes in two transactions, none failed.
+  const StoreWriter::Stats stats = writer.stats();
+  EXPECT_EQ(stats.changes, 4);
+  EXPECT_EQ(stats.transactions, 2);
+  EXPECT_EQ(stats.failures, 0);
+  EXPECT_GE(stats.seconds, 0);
+}
+
+TEST(StoreWriterTest, AFailedTransactionIsCounted) {
+  class FailingStore final : public RecordingStore {
+   public:
+    absl::Status Apply(const StoreWrite&) override {
+      return absl::UnavailableError("etcd 127.0.0.1:1 unreachable");
+    }
+  };
+  FailingStore store;
+  StoreWriter writer(&store);
+  writer.WaitApplied(writer.Enqueue(MemberWrite("w-a", 2)));
+  const StoreWriter::Stats stats = writer.stats();
+  EXPECT_EQ(stats.changes, 1);
+  EXPECT_EQ(stats.transactions, 1);
+  EXPECT_EQ(stats.failures, 1);
 }
 
 TEST(StoreWriterTest, WithoutAStoreNothingIsQueued) {
