@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "common/grpc_status.h"
 #include "grpcpp/client_context.h"
@@ -12,16 +13,35 @@
 namespace zshard::worker {
 namespace {
 
-void SetDeadline(grpc::ClientContext* context, int64_t ms) {
-  context->set_deadline(std::chrono::system_clock::now() +
-                        std::chrono::milliseconds(std::max<int64_t>(ms, 1)));
+std::chrono::system_clock::time_point DeadlineIn(int64_t ms) {
+  return std::chrono::system_clock::now() +
+         std::chrono::milliseconds(std::max<int64_t>(ms, 1));
 }
 
 }  // namespace
 
-CoordinatorKvStore::CoordinatorKvStore(const Options& options,
-                                       std::shared_ptr<grpc::Channel> channel)
-    : options_(options), stub_(v1::RendezvousService::NewStub(channel)) {}
+CoordinatorKvStore::CoordinatorKvStore(
+    const Options& options, std::shared_ptr<net::LeaderFollower> coordinators)
+    : options_(options), coordinators_(std::move(coordinators)) {}
+
+grpc::Status CoordinatorKvStore::Call(
+    std::chrono::system_clock::time_point deadline,
+    const std::function<grpc::Status(v1::RendezvousService::Stub&,
+                                     grpc::ClientContext*)>& call) {
+  // Every attempt shares the one deadline. A DEADLINE_EXCEEDED may be the
+  // coordinator's own answer to a Get or Wait: never a reason to move.
+  return net::CallOnLeader(
+      *coordinators_,
+      [deadline] {
+        auto context = std::make_unique<grpc::ClientContext>();
+        context->set_deadline(deadline);
+        return context;
+      },
+      [&call](const std::shared_ptr<grpc::Channel>& channel,
+              grpc::ClientContext* context) {
+        return call(*v1::RendezvousService::NewStub(channel), context);
+      });
+}
 
 absl::Status CoordinatorKvStore::Set(absl::string_view key,
                                      absl::string_view value) {
@@ -32,9 +52,11 @@ absl::Status CoordinatorKvStore::Set(absl::string_view key,
   request.set_key(std::string(key));
   request.set_value(std::string(value));
   v1::SetResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, options_.rpc_margin_ms);
-  return FromGrpcStatus(stub_->Set(&context, request, &response));
+  return FromGrpcStatus(
+      Call(DeadlineIn(options_.rpc_margin_ms),
+           [&](v1::RendezvousService::Stub& stub, grpc::ClientContext* c) {
+             return stub.Set(c, request, &response);
+           }));
 }
 
 absl::StatusOr<std::string> CoordinatorKvStore::Get(absl::string_view key,
@@ -46,9 +68,11 @@ absl::StatusOr<std::string> CoordinatorKvStore::Get(absl::string_view key,
   request.set_key(std::string(key));
   request.set_timeout_ms(std::max<int64_t>(timeout_ms, 0));
   v1::GetResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, timeout_ms + options_.rpc_margin_ms);
-  grpc::Status status = stub_->Get(&context, request, &response);
+  grpc::Status status =
+      Call(DeadlineIn(timeout_ms + options_.rpc_margin_ms),
+           [&](v1::RendezvousService::Stub& stub, grpc::ClientContext* c) {
+             return stub.Get(c, request, &response);
+           });
   if (!status.ok()) return FromGrpcStatus(status);
   return std::move(*response.mutable_value());
 }
@@ -62,9 +86,11 @@ absl::Status CoordinatorKvStore::Wait(const std::vector<std::string>& keys,
   for (const std::string& key : keys) request.add_keys(key);
   request.set_timeout_ms(std::max<int64_t>(timeout_ms, 0));
   v1::WaitResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, timeout_ms + options_.rpc_margin_ms);
-  return FromGrpcStatus(stub_->Wait(&context, request, &response));
+  return FromGrpcStatus(
+      Call(DeadlineIn(timeout_ms + options_.rpc_margin_ms),
+           [&](v1::RendezvousService::Stub& stub, grpc::ClientContext* c) {
+             return stub.Wait(c, request, &response);
+           }));
 }
 
 }  // namespace zshard::worker
