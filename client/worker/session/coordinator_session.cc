@@ -364,10 +364,14 @@ void CoordinatorSession::HeartbeatLoop() {
     request.set_step(runner_->step());
     v1::HeartbeatResponse response;
     grpc::Status status;
-    // A second attempt only when a standby named the leader.
+    // A second attempt only when a standby named the leader, within the
+    // same deadline: a heartbeat never waits longer than one RPC timeout.
+    const auto deadline = std::chrono::system_clock::now() +
+                          std::chrono::milliseconds(options_.rpc_timeout_ms);
     for (int attempt = 0; attempt < 2; ++attempt) {
       const net::LeaderFollower::Pick pick = coordinators_->Current();
       auto context = MakeContext();
+      context->set_deadline(deadline);
       status = v1::WorkerService::NewStub(pick.channel)
                    ->Heartbeat(context.get(), request, &response);
       if (status.ok() || Follow(pick, status, *context) !=
