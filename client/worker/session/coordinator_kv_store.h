@@ -48,6 +48,9 @@ class CoordinatorKvStore final : public comm::KvStore {
   absl::Status Wait(const std::vector<std::string>& keys,
                     int64_t timeout_ms) override;
 
+  // The incarnation's credentials and the epoch this store is bound to.
+  const Options& options() const { return options_; }
+
  private:
   // Calls `call` on the leader until `deadline`.
   grpc::Status Call(

@@ -2,7 +2,8 @@
 // sessions form a world and step; the rendezvous store they get works
 // within an epoch, refuses a stale epoch, and never shows one epoch's keys
 // to the next. With a standby coordinator first in the address list, the
-// sessions follow it to the leader it names, join and train there.
+// sessions follow it to the leader it names, join and train there, and a
+// rendezvous store given that list follows it too.
 
 #include <thread>
 
@@ -127,6 +128,30 @@ TEST_F(SessionWithCoordinatorTest, WorldFormsAndRendezvousIsScopedByEpoch) {
             absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(store_b->Get("group/rank0", 30).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SessionWithCoordinatorTest, RendezvousStoreFollowsAStandby) {
+  RunningSession a("a", address_);
+  RunningSession b("b", address_);
+  ASSERT_TRUE(WaitFor([&] { return AllIn({&a, &b}, 1); }, 10000, 5));
+  auto standby = ::zshard::testing::FakeStandby::Start(address_);
+  ASSERT_TRUE(standby.ok()) << standby.status();
+  // A store of a's incarnation whose list starts with the standby.
+  CoordinatorKvStore::Options options;
+  options.worker_id = a.session->worker_id();
+  options.token = a.session->NewKvStore(0)->options().token;
+  options.epoch = a.session->epoch();
+  CoordinatorKvStore store(
+      options, Follower(absl::StrCat((*standby)->address(), ",", address_)));
+  ASSERT_TRUE(store.Set("via/standby", "v1").ok());
+  EXPECT_EQ((*standby)->calls(), 1);
+  EXPECT_EQ((*standby)->last_method(), "/zshard.v1.RendezvousService/Set");
+  auto value = b.session->NewKvStore(options.epoch)->Get("via/standby", 2000);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, "v1");
+  // Later calls go to the leader directly.
+  EXPECT_TRUE(store.Wait({"via/standby"}, 1000).ok());
+  EXPECT_EQ((*standby)->calls(), 1);
 }
 
 TEST_F(SessionWithCoordinatorTest, StandbyFirstInTheListLeadsToTheLeader) {
