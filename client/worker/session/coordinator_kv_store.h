@@ -31,6 +31,11 @@ class CoordinatorKvStore final : public comm::KvStore {
     // Added to a blocking call's timeout for the RPC deadline, so the
     // server's DEADLINE_EXCEEDED arrives before the client's. Default 2000.
     int64_t rpc_margin_ms = 2000;
+    // With several coordinators, a call that finds no leader is asked
+    // again after these backoff bounds until its deadline. Defaults 100
+    // and 1000 ms.
+    int64_t min_backoff_ms = 100;
+    int64_t max_backoff_ms = 1000;
   };
 
   // `coordinators` must be non-null.
@@ -52,6 +57,9 @@ class CoordinatorKvStore final : public comm::KvStore {
   const Options& options() const { return options_; }
 
  private:
+  // What a Get or Wait lets the coordinator wait, in ms: the time left to
+  // `deadline` less the margin.
+  int64_t ServerWaitMs(std::chrono::system_clock::time_point deadline) const;
   // Calls `call` on the leader until `deadline`.
   grpc::Status Call(
       std::chrono::system_clock::time_point deadline,

@@ -3,7 +3,8 @@
 // within an epoch, refuses a stale epoch, and never shows one epoch's keys
 // to the next. With a standby coordinator first in the address list, the
 // sessions follow it to the leader it names, join and train there, and a
-// rendezvous store given that list follows it too.
+// rendezvous store given that list follows it too, and waits out an
+// election (standbys with no leader yet) within its deadline.
 
 #include <thread>
 
@@ -152,6 +153,36 @@ TEST_F(SessionWithCoordinatorTest, RendezvousStoreFollowsAStandby) {
   // Later calls go to the leader directly.
   EXPECT_TRUE(store.Wait({"via/standby"}, 1000).ok());
   EXPECT_EQ((*standby)->calls(), 1);
+}
+
+TEST_F(SessionWithCoordinatorTest, RendezvousStoreWaitsOutAnElection) {
+  RunningSession a("a", address_);
+  RunningSession b("b", address_);
+  ASSERT_TRUE(WaitFor([&] { return AllIn({&a, &b}, 1); }, 10000, 5));
+  // Two standbys with no leader yet, as during a failover's election.
+  auto first = ::zshard::testing::FakeStandby::Start("");
+  auto second = ::zshard::testing::FakeStandby::Start("");
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  CoordinatorKvStore::Options options = a.session->NewKvStore(0)->options();
+  options.epoch = a.session->epoch();
+  options.rpc_margin_ms = 20000;
+  options.min_backoff_ms = 5;
+  options.max_backoff_ms = 20;
+  CoordinatorKvStore store(
+      options,
+      Follower(absl::StrCat((*first)->address(), ",", (*second)->address())));
+  absl::Status set = absl::UnknownError("running");
+  std::thread setter([&] { set = store.Set("after/election", "v2"); });
+  // The store keeps asking; then the first standby learns the leader.
+  ASSERT_TRUE(WaitFor([&] { return (*first)->calls() >= 3; }, 10000, 2));
+  (*first)->set_leader(address_);
+  setter.join();
+  ASSERT_TRUE(set.ok()) << set;
+  auto value =
+      b.session->NewKvStore(options.epoch)->Get("after/election", 2000);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, "v2");
 }
 
 TEST_F(SessionWithCoordinatorTest, StandbyFirstInTheListLeadsToTheLeader) {
