@@ -2,9 +2,10 @@
 // first address is a standby (tests/common/net/fake_standby.h) follows it
 // to the leader it names. Against an in-test leader that reports itself
 // and its standbys, `status` prints both (table and JSON) and `drain`
-// carries its admin token through the redirect; against the real
-// coordinator (in process, SQLite), `status` reaches it through the
-// standby. No leader anywhere, or a bad list, is one line and exit 3 or 2.
+// carries its admin token through the redirect, as every online command
+// follows it; against the real coordinator (in process, SQLite), `status`
+// reaches it through the standby. No leader anywhere, or a bad list, is
+// one line and exit 3 or 2.
 #include <atomic>
 #include <memory>
 #include <string>
@@ -170,6 +171,34 @@ TEST_F(CtlLeaderTest, StatusThroughAStandbyListsTheLeaderAndStandbys) {
   j = nlohmann::json::parse(json.out, nullptr, false);
   EXPECT_TRUE(j["leader"].is_null()) << json.out;
   EXPECT_EQ(j["standbys"], nlohmann::json::array());
+}
+
+TEST_F(CtlLeaderTest, EveryOnlineCommandFollowsTheStandby) {
+  // The in-test leader implements GetClusterStatus only: the others answer
+  // UNIMPLEMENTED, which reaches zshardctl only from the leader (exit 1;
+  // an unreachable leader would be 3).
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"events"}, "ListEvents"},
+      {{"explain"}, "Explain"},
+      {{"ledger"}, "GetLedger"},
+      {{"plan"}, "GetPlan"},
+      {{"checkpoint", "list"}, "ListCheckpoints"},
+      {{"reshards"}, "GetReshardHistory"},
+      {{"top", "--once"}, "GetClusterStatus"}};
+  for (const auto& [command, method] : cases) {
+    std::vector<std::string> args = {"--coordinator", List()};
+    args.insert(args.end(), command.begin(), command.end());
+    const int calls = standby_->calls();
+    CtlResult r = Run(args);
+    EXPECT_EQ(r.exit, 1) << command[0] << ": " << r.err;
+    EXPECT_EQ(r.out, "") << command[0];
+    EXPECT_THAT(r.err, HasSubstr(absl::StrCat("zshardctl ", command[0],
+                                              ": coordinator ", List(), ": ")))
+        << command[0];
+    EXPECT_EQ(standby_->calls(), calls + 1) << command[0];
+    EXPECT_EQ(standby_->last_method(), "/zshard.v1.DashboardService/" + method)
+        << command[0];
+  }
 }
 
 TEST_F(CtlLeaderTest, DrainCarriesTheTokenToTheLeader) {
