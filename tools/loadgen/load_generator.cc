@@ -58,6 +58,8 @@ struct SimWorker {
   std::string worker_id;
   std::string token;
   std::unique_ptr<PlanWatcher> watcher;
+  // The connection's generation the watch was opened at.
+  uint64_t watch_generation = 0;
   // Set when the coordinator refused a heartbeat as DEAD, fenced or
   // unknown (counted once).
   std::atomic<bool> fenced{false};
@@ -251,13 +253,19 @@ absl::StatusOr<LoadReport> RunLoad(
   }
 
   WatchCounters counters;
+  // Watches left behind on a coordinator a connection moved away from;
+  // cancelled, waited for at the end. The scheduler thread's only.
+  std::vector<std::unique_ptr<PlanWatcher>> retired;
+  // Opens w's watch on its connection's current coordinator.
+  auto watch = [&counters](SimWorker* w) {
+    const net::LeaderFollower::Pick pick = w->connection->follower().Current();
+    w->watcher = std::make_unique<PlanWatcher>(
+        w->connection->Stub(pick), w->worker_id, w->token, &counters);
+    w->watch_generation = pick.generation;
+    w->watcher->Start();
+  };
   if (options.watch_plans) {
-    for (SimWorker* w : joined) {
-      w->watcher = std::make_unique<PlanWatcher>(
-          w->connection->Stub(w->connection->follower().Current()),
-          w->worker_id, w->token, &counters);
-      w->watcher->Start();
-    }
+    for (SimWorker* w : joined) watch(w);
   }
 
   // Heartbeats: worker k fires at start + round*interval + k*interval/n;
@@ -315,6 +323,14 @@ absl::StatusOr<LoadReport> RunLoad(
       in_flight.Add();
       SimWorker* worker = joined[k];
       call->pick = worker->connection->follower().Current();
+      // The connection moved (a failover): the watch follows, as a real
+      // worker's does.
+      if (worker->watcher != nullptr &&
+          worker->watch_generation != call->pick.generation) {
+        worker->watcher->Cancel();
+        retired.push_back(std::move(worker->watcher));
+        watch(worker);
+      }
       worker->connection->Stub(call->pick)
           ->async()
           ->Heartbeat(
@@ -373,6 +389,7 @@ absl::StatusOr<LoadReport> RunLoad(
   for (SimWorker* w : joined) {
     if (w->watcher != nullptr) w->watcher->WaitDone();
   }
+  for (const auto& w : retired) w->WaitDone();
   report.plan_updates = counters.updates.load();
   report.acks = counters.acks.load();
   report.ack_failures = counters.ack_failures.load();

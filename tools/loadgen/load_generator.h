@@ -86,9 +86,10 @@ struct LoadReport {
 // Runs the load; simulated worker k uses connections[k % size] (separate
 // connections spread the load as real workers would), each a follower of
 // the coordinators' leader: a call refused by a standby or lost with its
-// coordinator moves that connection, and a join is retried there (the plan
-// watches stay on the coordinator they opened on). Unavailable when no
-// worker could join; InvalidArgument for no connections.
+// coordinator moves that connection, a join is retried there, and the plan
+// watches of its workers are opened there anew at their next heartbeat.
+// Unavailable when no worker could join; InvalidArgument for no
+// connections.
 absl::StatusOr<LoadReport> RunLoad(
     const LoadOptions& options,
     const std::vector<std::shared_ptr<net::LeaderFollower>>& connections);
