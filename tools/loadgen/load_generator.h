@@ -3,8 +3,8 @@
 // coordinator, using gRPC's callback API so a few threads carry them all:
 // one scheduler thread sends the heartbeats, gRPC's callback threads take
 // the replies and the plan updates, so 8,192 workers cost a few threads.
-// With several coordinators, joins, heartbeats and leaves follow the
-// leader (common/net/leader_follower.h).
+// With several coordinators, joins, heartbeats, plan watches and leaves
+// follow the leader (common/net/leader_follower.h).
 #pragma once
 
 #include <sys/types.h>
