@@ -115,12 +115,17 @@ int RunCheckpointCommand(const GlobalFlags& global, int argc, char** argv) {
       ParseOnlineArgs(global, argc - 1, argv + 1, {});
   if (!args.ok()) return ReportError("checkpoint", args.status());
   if (args->parsed.help()) return PrintUsage(kUsage, *args);
-  auto channel = Connect(*args);
-  if (!channel.ok()) return ReportError("checkpoint", channel.status());
-  auto stub = v1::DashboardService::NewStub(*channel);
+  auto coordinators = Connect(*args);
+  if (!coordinators.ok()) {
+    return ReportError("checkpoint", coordinators.status());
+  }
   v1::ListCheckpointsResponse resp;
-  grpc::Status s = stub->ListCheckpoints(CallContext(*args).get(),
-                                         v1::ListCheckpointsRequest(), &resp);
+  grpc::Status s = CallLeader<v1::DashboardService>(
+      **coordinators, *args,
+      [&](v1::DashboardService::Stub& stub, grpc::ClientContext* context) {
+        return stub.ListCheckpoints(context, v1::ListCheckpointsRequest(),
+                                    &resp);
+      });
   if (!s.ok()) return ReportRpcError("checkpoint", *args, s);
   if (args->json) {
     std::cout << CheckpointsToJson(resp).dump() << std::endl;

@@ -70,7 +70,7 @@ struct WaitResult {
 };
 
 // Polls the member until it is LEFT (or gone), DEAD, or `timeout_s` pass.
-WaitResult WaitForLeave(v1::DashboardService::Stub* stub,
+WaitResult WaitForLeave(net::LeaderFollower& coordinators,
                         const OnlineArgs& args, const std::string& name,
                         int64_t timeout_s) {
   Progress progress("drain", DefaultProgressOptions());
@@ -79,8 +79,12 @@ WaitResult WaitForLeave(v1::DashboardService::Stub* stub,
   WaitResult r;
   while (true) {
     v1::GetClusterStatusResponse status;
-    grpc::Status s = stub->GetClusterStatus(
-        CallContext(args).get(), v1::GetClusterStatusRequest(), &status);
+    grpc::Status s = CallLeader<v1::DashboardService>(
+        coordinators, args,
+        [&](v1::DashboardService::Stub& stub, grpc::ClientContext* context) {
+          return stub.GetClusterStatus(context, v1::GetClusterStatusRequest(),
+                                       &status);
+        });
     r.waited_ms = clock->NowMs() - start;
     if (!s.ok()) {
       progress.Done();
@@ -145,16 +149,18 @@ int RunDrainCommand(const GlobalFlags& global, int argc, char** argv) {
     if (!read.ok()) return ReportError("drain", read.status());
     token = *std::move(read);
   }
-  auto channel = Connect(*args);
-  if (!channel.ok()) return ReportError("drain", channel.status());
+  auto coordinators = Connect(*args);
+  if (!coordinators.ok()) return ReportError("drain", coordinators.status());
 
-  auto admin = v1::AdminService::NewStub(*channel);
   v1::DrainWorkerRequest req;
   req.set_name(name);
   v1::DrainWorkerResponse resp;
-  auto ctx = CallContext(*args);
-  AddBearerToken(ctx.get(), token);
-  grpc::Status s = admin->DrainWorker(ctx.get(), req, &resp);
+  grpc::Status s = CallLeader<v1::AdminService>(
+      **coordinators, *args,
+      [&](v1::AdminService::Stub& stub, grpc::ClientContext* context) {
+        return stub.DrainWorker(context, req, &resp);
+      },
+      token);
   if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
     // A name that is not a live member is bad input.
     std::fprintf(stderr, "zshardctl drain: %s\n", s.error_message().c_str());
@@ -165,8 +171,7 @@ int RunDrainCommand(const GlobalFlags& global, int argc, char** argv) {
   WaitResult waited{0, "DRAINING", 0};
   const bool wait = absl::GetFlag(FLAGS_wait);
   if (wait) {
-    auto dashboard = v1::DashboardService::NewStub(*channel);
-    waited = WaitForLeave(dashboard.get(), *args, name,
+    waited = WaitForLeave(**coordinators, *args, name,
                           absl::GetFlag(FLAGS_wait_timeout_s));
     if (waited.exit != 0) return waited.exit;
   }

@@ -1,9 +1,11 @@
 // zshardctl --coordinator ADDR events [--follow] [--output table|json]:
 // the coordinator's event log (membership changes and transitions with
 // their reasons), oldest first; --follow keeps printing new events.
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -14,6 +16,7 @@
 #include "client/ctl/online.h"
 #include "client/ctl/online_commands.h"
 #include "client/ctl/progress.h"
+#include "common/clock.h"
 #include "nlohmann/json.hpp"
 #include "zshard/v1/dashboard_service.grpc.pb.h"
 
@@ -48,9 +51,8 @@ int RunEventsCommand(const GlobalFlags& global, int argc, char** argv) {
   if (!args.ok()) return ReportError("events", args.status());
   if (args->parsed.help()) return PrintUsage(kUsage, *args);
   const bool follow = absl::GetFlag(FLAGS_follow);
-  auto channel = Connect(*args);
-  if (!channel.ok()) return ReportError("events", channel.status());
-  auto stub = v1::DashboardService::NewStub(*channel);
+  auto coordinators = Connect(*args);
+  if (!coordinators.ok()) return ReportError("events", coordinators.status());
 
   std::vector<v1::Event> events;
   v1::ListEventsRequest req;
@@ -58,7 +60,11 @@ int RunEventsCommand(const GlobalFlags& global, int argc, char** argv) {
   Progress progress("events", DefaultProgressOptions());
   while (true) {
     v1::ListEventsResponse resp;
-    grpc::Status s = stub->ListEvents(CallContext(*args).get(), req, &resp);
+    grpc::Status s = CallLeader<v1::DashboardService>(
+        **coordinators, *args,
+        [&](v1::DashboardService::Stub& stub, grpc::ClientContext* context) {
+          return stub.ListEvents(context, req, &resp);
+        });
     if (!s.ok()) return ReportRpcError("events", *args, s);
     events.insert(events.end(), resp.events().begin(), resp.events().end());
     req.set_after_seq(resp.next_seq());
@@ -87,16 +93,42 @@ int RunEventsCommand(const GlobalFlags& global, int argc, char** argv) {
   std::cout.flush();
   if (!follow) return 0;
 
+  // The stream follows the leader: when it ends for want of one (a
+  // failover), it is opened again after the last event printed, on the
+  // leader named or the next coordinator, for up to --timeout-ms.
   v1::WatchEventsRequest watch;
   watch.set_after_seq(req.after_seq());
-  auto ctx = CallContext(*args, /*stream=*/true);
-  auto stream = stub->WatchEvents(ctx.get(), watch);
-  v1::Event e;
-  while (stream->Read(&e)) {
-    print(e);
-    std::cout.flush();
+  int64_t failing_since_ms = -1;
+  while (true) {
+    const net::LeaderFollower::Pick pick = (*coordinators)->Current();
+    const int64_t opened_ms = RealClock::Get()->NowMs();
+    auto stub = v1::DashboardService::NewStub(pick.channel);
+    auto ctx = CallContext(*args, /*stream=*/true);
+    auto stream = stub->WatchEvents(ctx.get(), watch);
+    v1::Event e;
+    while (stream->Read(&e)) {
+      failing_since_ms = -1;
+      print(e);
+      std::cout.flush();
+      watch.set_after_seq(e.seq());
+    }
+    const grpc::Status status = stream->Finish();
+    const net::LeaderFollower::Move move =
+        (*coordinators)->OnFailure(pick, status, *ctx);
+    const int64_t now = RealClock::Get()->NowMs();
+    // A stream that ran a while counts as a success, events or not.
+    if (failing_since_ms < 0 || now - opened_ms >= args->timeout_ms) {
+      failing_since_ms = now;
+    }
+    if (move == net::LeaderFollower::Move::kStayed ||
+        now - failing_since_ms >= args->timeout_ms) {
+      return ReportRpcError("events", *args, status);
+    }
+    // A round-robin move waits a little: the coordinators may be electing.
+    if (move == net::LeaderFollower::Move::kToNext) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
   }
-  return ReportRpcError("events", *args, stream->Finish());
 }
 
 }  // namespace zshard::ctl

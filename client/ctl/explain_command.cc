@@ -22,12 +22,14 @@ int RunExplainCommand(const GlobalFlags& global, int argc, char** argv) {
         "[--timeout-ms N]\n",
         *args);
   }
-  auto channel = Connect(*args);
-  if (!channel.ok()) return ReportError("explain", channel.status());
-  auto stub = v1::DashboardService::NewStub(*channel);
+  auto coordinators = Connect(*args);
+  if (!coordinators.ok()) return ReportError("explain", coordinators.status());
   v1::ExplainResponse resp;
-  grpc::Status s =
-      stub->Explain(CallContext(*args).get(), v1::ExplainRequest(), &resp);
+  grpc::Status s = CallLeader<v1::DashboardService>(
+      **coordinators, *args,
+      [&](v1::DashboardService::Stub& stub, grpc::ClientContext* context) {
+        return stub.Explain(context, v1::ExplainRequest(), &resp);
+      });
   if (!s.ok()) return ReportRpcError("explain", *args, s);
   if (args->json) {
     nlohmann::json out = {{"sentences", nlohmann::json::array()}};

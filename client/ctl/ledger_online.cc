@@ -115,12 +115,14 @@ int RunOnlineLedger(const GlobalFlags& global, int argc, char** argv) {
         "[--timeout-ms N]\n",
         *args);
   }
-  auto channel = Connect(*args);
-  if (!channel.ok()) return ReportError("ledger", channel.status());
-  auto stub = v1::DashboardService::NewStub(*channel);
+  auto coordinators = Connect(*args);
+  if (!coordinators.ok()) return ReportError("ledger", coordinators.status());
   v1::GetLedgerResponse resp;
-  grpc::Status s =
-      stub->GetLedger(CallContext(*args).get(), v1::GetLedgerRequest(), &resp);
+  grpc::Status s = CallLeader<v1::DashboardService>(
+      **coordinators, *args,
+      [&](v1::DashboardService::Stub& stub, grpc::ClientContext* context) {
+        return stub.GetLedger(context, v1::GetLedgerRequest(), &resp);
+      });
   if (!s.ok()) return ReportRpcError("ledger", *args, s);
   if (args->json) {
     std::cout << LiveLedgerToJson(resp).dump() << std::endl;

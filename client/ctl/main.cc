@@ -1,6 +1,7 @@
 // zshardctl: inspect zshard plans and memory ledgers offline (from a model
 // spec or preset) and, with --coordinator, a running job.
-//   zshardctl [--coordinator HOST:PORT] [--tls-ca F] [--tls-cert F --tls-key F]
+//   zshardctl [--coordinator HOST:PORT[,HOST:PORT...]] [--tls-ca F]
+//             [--tls-cert F --tls-key F]
 //             [--token-file F] COMMAND [options]
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include "client/ctl/shared_flags.h"
 #include "client/ctl/status_command.h"
 #include "common/flags.h"
+#include "common/logging.h"
 
 namespace {
 
@@ -47,10 +49,11 @@ const Command kCommands[] = {
 };
 
 void Usage(FILE* out) {
-  std::fprintf(out,
-               "usage: zshardctl [--coordinator HOST:PORT] [--tls-ca F] "
-               "[--tls-cert F --tls-key F] [--token-file F] COMMAND "
-               "[options]\n\ncommands:\n");
+  std::fprintf(
+      out,
+      "usage: zshardctl [--coordinator HOST:PORT[,HOST:PORT...]] [--tls-ca F] "
+      "[--tls-cert F --tls-key F] [--token-file F] COMMAND "
+      "[options]\n\ncommands:\n");
   for (const Command& c : kCommands) {
     std::fprintf(out, "  %-10s %s\n", c.name, c.help);
   }
@@ -60,6 +63,10 @@ void Usage(FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A command's output and its one-line errors are all it prints: the
+  // libraries' info logs (e.g. following a standby to the leader) stay
+  // quiet.
+  zshard::SetLogLevel(zshard::LogLevel::kWarning);
   const zshard::FlagList global_flags = zshard::ctl::GlobalFlagList();
   zshard::ParseOptions options;
   options.stop_at_positional = true;

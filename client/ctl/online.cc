@@ -7,14 +7,22 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "client/ctl/online_commands.h"
 #include "client/ctl/shared_flags.h"
 #include "common/file_io.h"
+#include "common/net/coordinator_list.h"
 #include "common/status.h"
 
 namespace zshard::ctl {
+namespace {
+
+// How a standby's refusal begins (common/net/leader_redirect.h).
+constexpr char kStandbyPrefix[] = "standby coordinator";
+
+}  // namespace
 
 absl::StatusOr<OnlineArgs> ParseOnlineArgs(const GlobalFlags& global, int argc,
                                            char** argv, FlagList extra) {
@@ -50,6 +58,8 @@ absl::StatusOr<OnlineArgs> ParseOnlineArgs(const GlobalFlags& global, int argc,
     return absl::InvalidArgumentError(
         "--coordinator HOST:PORT is required (before the command)");
   }
+  ZSHARD_RETURN_IF_ERROR(
+      net::ParseCoordinatorList(args.channel.target).status());
   return args;
 }
 
@@ -58,8 +68,9 @@ int PrintUsage(const char* usage, const OnlineArgs& args) {
   return 0;
 }
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const OnlineArgs& args) {
-  return net::MakeCoordinatorChannel(args.channel);
+absl::StatusOr<std::unique_ptr<net::LeaderFollower>> Connect(
+    const OnlineArgs& args) {
+  return net::LeaderFollower::Create(args.channel);
 }
 
 std::unique_ptr<grpc::ClientContext> CallContext(const OnlineArgs& args,
@@ -74,6 +85,13 @@ std::unique_ptr<grpc::ClientContext> CallContext(const OnlineArgs& args,
 
 int ReportRpcError(const char* command, const OnlineArgs& args,
                    const grpc::Status& status) {
+  // Standbys answered, and none named a leader that answered.
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      absl::StartsWith(status.error_message(), kStandbyPrefix)) {
+    std::fprintf(stderr, "zshardctl %s: coordinator %s: %s\n", command,
+                 args.channel.target.c_str(), status.error_message().c_str());
+    return 3;
+  }
   switch (status.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::DEADLINE_EXCEEDED:

@@ -140,15 +140,18 @@ int RunPlanAnyCommand(const GlobalFlags& global, int argc, char** argv) {
   req.set_buffer(static_cast<int32_t>(absl::GetFlag(FLAGS_buffer)));
   req.set_page_size(10000);
 
-  auto channel = Connect(*args);
-  if (!channel.ok()) return ReportError("plan", channel.status());
-  auto stub = v1::DashboardService::NewStub(*channel);
+  auto coordinators = Connect(*args);
+  if (!coordinators.ok()) return ReportError("plan", coordinators.status());
   v1::GetPlanResponse all;
   // Large plans come in many pages: show how far it got after a second.
   Progress progress("plan", DefaultProgressOptions());
   for (int page = 0; page < kMaxPages; ++page) {
     v1::GetPlanResponse resp;
-    grpc::Status s = stub->GetPlan(CallContext(*args).get(), req, &resp);
+    grpc::Status s = CallLeader<v1::DashboardService>(
+        **coordinators, *args,
+        [&](v1::DashboardService::Stub& stub, grpc::ClientContext* context) {
+          return stub.GetPlan(context, req, &resp);
+        });
     if (!s.ok()) return ReportRpcError("plan", *args, s);
     if (page == 0) {
       all = resp;

@@ -95,14 +95,16 @@ int RunReshardsCommand(const GlobalFlags& global, int argc, char** argv) {
   if (absl::Status s = CheckRange(FLAGS_limit, 1, 100000); !s.ok()) {
     return ReportError("reshards", s);
   }
-  auto channel = Connect(*args);
-  if (!channel.ok()) return ReportError("reshards", channel.status());
-  auto stub = v1::DashboardService::NewStub(*channel);
+  auto coordinators = Connect(*args);
+  if (!coordinators.ok()) return ReportError("reshards", coordinators.status());
   v1::GetReshardHistoryRequest req;
   req.set_limit(static_cast<int32_t>(absl::GetFlag(FLAGS_limit)));
   v1::GetReshardHistoryResponse resp;
-  grpc::Status s =
-      stub->GetReshardHistory(CallContext(*args).get(), req, &resp);
+  grpc::Status s = CallLeader<v1::DashboardService>(
+      **coordinators, *args,
+      [&](v1::DashboardService::Stub& stub, grpc::ClientContext* context) {
+        return stub.GetReshardHistory(context, req, &resp);
+      });
   if (!s.ok()) return ReportRpcError("reshards", *args, s);
   if (args->json) {
     std::cout << ReshardsToJson(resp).dump() << std::endl;

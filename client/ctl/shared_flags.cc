@@ -4,7 +4,9 @@
 #include "absl/flags/flag.h"
 
 ABSL_FLAG(std::string, coordinator, "",
-          "HOST:PORT of a running coordinator (online commands)");
+          "HOST:PORT of a running coordinator, or a comma-separated list of "
+          "them (several coordinators: commands follow the leader; online "
+          "commands)");
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA of the coordinator's certificate");
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM client certificate for mutual TLS (with --tls-key)");

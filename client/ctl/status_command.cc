@@ -38,6 +38,12 @@ nlohmann::json ClusterStatusToJson(const v1::GetClusterStatusResponse& status) {
   out["world"] = status.world();
   out["instances"] = status.instances();
   out["plan_hash"] = status.plan_hash();
+  out["leader"] = status.leader().empty() ? nlohmann::json(nullptr)
+                                          : nlohmann::json(status.leader());
+  out["standbys"] = nlohmann::json::array();
+  for (const std::string& standby : status.standbys()) {
+    out["standbys"].push_back(standby);
+  }
   out["members"] = nlohmann::json::array();
   for (const v1::MemberStatus& m : status.members()) {
     nlohmann::json member;
@@ -63,6 +69,10 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
       status.epoch(), j["state"].get<std::string>(), status.world(),
       status.instances(),
       status.plan_hash().empty() ? "-" : status.plan_hash());
+  absl::StrAppendFormat(
+      &out, "leader %s  standbys %s\n",
+      status.leader().empty() ? "-" : status.leader(),
+      status.standbys().empty() ? "-" : absl::StrJoin(status.standbys(), ","));
   absl::StrAppendFormat(&out, "%-20s %-9s %5s %8s %10s %8s %14s  %s\n", "NAME",
                         "STATE", "RANK", "INSTANCE", "SHARD_RANK", "STEP",
                         "HEARTBEAT_MS", "LABELS");
@@ -87,21 +97,23 @@ int RunStatusCommand(const GlobalFlags& global, int argc, char** argv) {
   if (!args.ok()) return UsageError(std::string(args.status().message()));
   if (args->parsed.help()) {
     return PrintUsage(
-        "usage: zshardctl --coordinator HOST:PORT status "
+        "usage: zshardctl --coordinator HOST:PORT[,HOST:PORT...] status "
         "[--output table|json] [--tls-ca F] [--tls-cert F --tls-key F] "
         "[--timeout-ms N]\n",
         *args);
   }
   const net::ChannelOptions& channel_options = args->channel;
-  auto channel = Connect(*args);
-  if (!channel.ok()) return UsageError(std::string(channel.status().message()));
-  auto stub = v1::DashboardService::NewStub(*channel);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::milliseconds(args->timeout_ms));
+  auto coordinators = Connect(*args);
+  if (!coordinators.ok()) {
+    return UsageError(std::string(coordinators.status().message()));
+  }
   v1::GetClusterStatusResponse response;
-  grpc::Status status = stub->GetClusterStatus(
-      &context, v1::GetClusterStatusRequest(), &response);
+  grpc::Status status = CallLeader<v1::DashboardService>(
+      **coordinators, *args,
+      [&](v1::DashboardService::Stub& stub, grpc::ClientContext* context) {
+        return stub.GetClusterStatus(context, v1::GetClusterStatusRequest(),
+                                     &response);
+      });
   if (!status.ok()) {
     const bool unreachable =
         status.error_code() == grpc::StatusCode::UNAVAILABLE ||

@@ -138,19 +138,26 @@ int RunTopCommand(const GlobalFlags& global, int argc, char** argv) {
     return ReportError("top", s);
   }
   const int64_t interval = absl::GetFlag(FLAGS_interval_ms);
-  auto channel = Connect(*args);
-  if (!channel.ok()) return ReportError("top", channel.status());
-  auto stub = v1::DashboardService::NewStub(*channel);
+  auto coordinators = Connect(*args);
+  if (!coordinators.ok()) return ReportError("top", coordinators.status());
   const bool tty = isatty(STDOUT_FILENO) == 1;
   const bool once = absl::GetFlag(FLAGS_once);
   while (true) {
     v1::GetClusterStatusResponse status;
-    grpc::Status s = stub->GetClusterStatus(
-        CallContext(*args).get(), v1::GetClusterStatusRequest(), &status);
+    grpc::Status s = CallLeader<v1::DashboardService>(
+        **coordinators, *args,
+        [&](v1::DashboardService::Stub& stub, grpc::ClientContext* context) {
+          return stub.GetClusterStatus(context, v1::GetClusterStatusRequest(),
+                                       &status);
+        });
     v1::GetTelemetryResponse telemetry;
     if (s.ok()) {
-      s = stub->GetTelemetry(CallContext(*args).get(),
-                             v1::GetTelemetryRequest(), &telemetry);
+      s = CallLeader<v1::DashboardService>(
+          **coordinators, *args,
+          [&](v1::DashboardService::Stub& stub, grpc::ClientContext* context) {
+            return stub.GetTelemetry(context, v1::GetTelemetryRequest(),
+                                     &telemetry);
+          });
     }
     if (!s.ok()) return ReportRpcError("top", *args, s);
     std::string frame = RenderTopFrame(status, telemetry, tty);

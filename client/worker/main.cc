@@ -14,13 +14,14 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "client/worker/device/device_spec.h"
 #include "client/worker/session/coordinator_session.h"
 #include "client/worker/session/health_server.h"
 #include "client/worker/session/worker_flags.h"
 #include "common/logging.h"
-#include "common/net/channel.h"
+#include "common/net/leader_follower.h"
 
 namespace {
 
@@ -91,13 +92,14 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto channel = zshard::net::MakeCoordinatorChannel(flags->channel);
-  if (!channel.ok()) {
+  // One channel per coordinator address; calls follow the leader.
+  auto coordinators = zshard::net::LeaderFollower::Create(flags->channel);
+  if (!coordinators.ok()) {
     std::fprintf(stderr, "zshard-worker: %s\n",
-                 std::string(channel.status().message()).c_str());
+                 std::string(coordinators.status().message()).c_str());
     return 2;
   }
-  CoordinatorSession session(flags->session, *channel);
+  CoordinatorSession session(flags->session, *std::move(coordinators));
   std::unique_ptr<zshard::worker::HealthServer> health;
   if (!flags->metrics_listen.empty()) {
     auto started = zshard::worker::HealthServer::Start(

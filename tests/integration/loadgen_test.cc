@@ -1,15 +1,19 @@
 // zshard-loadgen against a coordinator it starts itself (--job), as real
 // processes: 2,000 simulated workers join and heartbeat; the JSON report is
 // read with a real parser and must hold exactly the documented keys, every
-// worker joined, none fenced, no heartbeat failed and few proposals.
+// worker joined, none fenced, no heartbeat failed and few proposals. Given
+// "standby,leader" (a fake standby naming a real coordinator), the
+// simulated workers follow the standby to the leader.
 
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/common/net/fake_standby.h"
 #include "tests/integration/process_cluster.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
@@ -103,6 +107,35 @@ TEST(LoadgenTest, KilledWorkersAreNotCountedAsFenced) {
   EXPECT_GE(r["proposals"].get<int64_t>(), 2) << r.dump();
 }
 
+TEST(LoadgenTest, SimulatedWorkersFollowAStandbyToTheLeader) {
+  ProcessCluster cluster;
+  TestJob job;
+  job.instances = 1;
+  job.min_world = 1;
+  job.max_world = 64;
+  job.lease_timeout_ms = 5000;
+  ASSERT_TRUE(cluster.StartCoordinator(job).ok());
+  auto standby = FakeStandby::Start(cluster.address());
+  ASSERT_TRUE(standby.ok()) << standby.status();
+  TempDir dir;
+  auto report = RunLoadgen(
+      dir, {"--coordinator",
+            absl::StrCat((*standby)->address(), ",", cluster.address()),
+            "--workers", "32", "--connections", "2", "--heartbeat-ms", "200",
+            "--warmup-s", "1", "--duration-s", "2"});
+  ASSERT_TRUE(report.ok()) << report.status();
+  const json& r = *report;
+  EXPECT_EQ(r["joined"], 32) << r.dump();
+  EXPECT_EQ(r["fenced"], 0) << r.dump();
+  EXPECT_EQ(r["heartbeats_failed"], 0) << r.dump();
+  // 2 s of 200 ms beats from 32 workers, all answered by the leader.
+  EXPECT_EQ(r["heartbeats_ok"], 32 * 10) << r.dump();
+  // The dashboard was reached through the standby too (-1 otherwise).
+  EXPECT_GE(r["proposals"].get<int64_t>(), 1) << r.dump();
+  // Each connection met the standby (its first call) before the leader.
+  EXPECT_GE((*standby)->calls(), 2);
+}
+
 TEST(LoadgenTest, RefusesBadFlagsWithOneLine) {
   Subprocess::Options options;
   TempDir dir;
@@ -116,6 +149,16 @@ TEST(LoadgenTest, RefusesBadFlagsWithOneLine) {
   std::string line;
   std::getline(err, line);
   EXPECT_NE(line.find("--coordinator HOST:PORT or --job"), std::string::npos)
+      << line;
+  options.argv = {ProcessCluster::Bin("zshard-loadgen"), "--coordinator",
+                  "a:1,,b:2"};
+  child = Subprocess::Start(options);
+  ASSERT_TRUE(child.ok()) << child.status();
+  EXPECT_EQ((*child)->Wait(30000), 2);
+  std::ifstream err2(options.stderr_path);
+  std::getline(err2, line);
+  EXPECT_NE(line.find("coordinator list 'a:1,,b:2' has an empty entry"),
+            std::string::npos)
       << line;
 }
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -25,32 +26,68 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
+// One connection: a follower of the leader and a stub per address it has
+// used. Stubs live as long as the connection (calls in flight use them).
+// Thread-safe.
+class Connection {
+ public:
+  explicit Connection(std::shared_ptr<net::LeaderFollower> follower)
+      : follower_(std::move(follower)) {}
+
+  net::LeaderFollower& follower() { return *follower_; }
+
+  // The stub of `pick`'s address.
+  v1::WorkerService::Stub* Stub(const net::LeaderFollower::Pick& pick) {
+    absl::MutexLock lock(&mu_);
+    if (stubs_.size() <= pick.index) stubs_.resize(pick.index + 1);
+    if (stubs_[pick.index] == nullptr) {
+      stubs_[pick.index] = v1::WorkerService::NewStub(pick.channel);
+    }
+    return stubs_[pick.index].get();
+  }
+
+ private:
+  const std::shared_ptr<net::LeaderFollower> follower_;
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<v1::WorkerService::Stub>> stubs_
+      ABSL_GUARDED_BY(mu_);
+};
+
 struct SimWorker {
-  v1::WorkerService::Stub* stub = nullptr;
+  Connection* connection = nullptr;
   std::string worker_id;
   std::string token;
   std::unique_ptr<PlanWatcher> watcher;
+  // The connection's generation the watch was opened at.
+  uint64_t watch_generation = 0;
   // Set when the coordinator refused a heartbeat as DEAD, fenced or
   // unknown (counted once).
   std::atomic<bool> fenced{false};
   bool killed = false;
 };
 
-// The highest epoch number the coordinator used so far (committed or
-// pending); -1 when it cannot be asked.
-int64_t LatestEpoch(const std::shared_ptr<grpc::Channel>& channel) {
-  auto stub = v1::DashboardService::NewStub(channel);
-  v1::GetClusterStatusRequest request;
-  v1::GetClusterStatusResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(30));
-  if (!stub->GetClusterStatus(&context, request, &response).ok()) return -1;
-  return std::max(response.epoch(), response.pending_epoch());
-}
-
 std::chrono::system_clock::time_point DeadlineIn(int64_t ms) {
   return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
+}
+
+// The highest epoch number the leading coordinator used so far (committed
+// or pending); -1 when it cannot be asked.
+int64_t LatestEpoch(net::LeaderFollower& coordinators) {
+  v1::GetClusterStatusResponse response;
+  const grpc::Status status = net::CallOnLeader(
+      coordinators,
+      [] {
+        auto context = std::make_unique<grpc::ClientContext>();
+        context->set_deadline(DeadlineIn(30000));
+        return context;
+      },
+      [&response](const std::shared_ptr<grpc::Channel>& channel,
+                  grpc::ClientContext* context) {
+        return v1::DashboardService::NewStub(channel)->GetClusterStatus(
+            context, v1::GetClusterStatusRequest(), &response);
+      });
+  if (!status.ok()) return -1;
+  return std::max(response.epoch(), response.pending_epoch());
 }
 
 // Joins every worker with callback-API calls, at most `window` in flight
@@ -74,6 +111,9 @@ class Joiner : public std::enable_shared_from_this<Joiner> {
  private:
   struct Call {
     int index = 0;
+    // Joins tried for this worker so far.
+    int attempt = 0;
+    net::LeaderFollower::Pick pick;
     grpc::ClientContext context;
     v1::JoinRequest request;
     v1::JoinResponse response;
@@ -87,23 +127,47 @@ class Joiner : public std::enable_shared_from_this<Joiner> {
       if (next_ >= static_cast<int>(workers_->size())) return;
       i = next_++;
     }
+    Start(i, 0);
+  }
+
+  // Starts worker i's join (attempt `attempt`) on its connection's current
+  // coordinator.
+  void Start(int i, int attempt) {
     auto call = std::make_shared<Call>();
     call->index = i;
+    call->attempt = attempt;
     call->request.set_name(absl::StrCat(options_.name_prefix, i));
     call->request.set_address(absl::StrCat("127.0.0.1:", 20000 + i));
     (*call->request.mutable_labels())["node"] = absl::StrCat("node-", i / 8);
     call->request.mutable_device()->set_kind("cpu");
     call->context.set_deadline(DeadlineIn(30000));
-    (*workers_)[i].stub->async()->Join(
-        &call->context, &call->request, &call->response,
-        [self = shared_from_this(), call](grpc::Status status) {
-          self->Done(call->index, call->response, status);
-        });
+    Connection* connection = (*workers_)[i].connection;
+    call->pick = connection->follower().Current();
+    connection->Stub(call->pick)
+        ->async()
+        ->Join(&call->context, &call->request, &call->response,
+               [self = shared_from_this(), call](grpc::Status status) {
+                 self->Done(*call, status);
+               });
   }
 
-  void Done(int index, const v1::JoinResponse& response,
-            const grpc::Status& status) {
+  void Done(const Call& call, const grpc::Status& status) {
+    const int index = call.index;
+    const v1::JoinResponse& response = call.response;
     SimWorker& w = (*workers_)[index];
+    // Not the leader there (a standby, or gone): try where the connection
+    // moved, each address and redirect once (as net::CallOnLeader does).
+    if (!status.ok()) {
+      net::LeaderFollower& follower = w.connection->follower();
+      const net::LeaderFollower::Move move =
+          follower.OnFailure(call.pick, status, call.context, true);
+      const bool moved = move != net::LeaderFollower::Move::kStayed ||
+                         follower.Current().generation != call.pick.generation;
+      const int limit = 2 * static_cast<int>(follower.size()) + 1;
+      if (moved && call.attempt + 1 < limit) {
+        return Start(index, call.attempt + 1);
+      }
+    }
     if (status.ok()) {
       w.worker_id = response.worker_id();
       w.token = response.token();
@@ -157,18 +221,20 @@ double CpuSecondsOr(pid_t pid, double fallback) {
 
 absl::StatusOr<LoadReport> RunLoad(
     const LoadOptions& options,
-    const std::vector<std::shared_ptr<grpc::Channel>>& channels) {
-  if (channels.empty()) return absl::InvalidArgumentError("no channels");
-  std::vector<std::unique_ptr<v1::WorkerService::Stub>> stubs;
-  for (const auto& channel : channels) {
-    stubs.push_back(v1::WorkerService::NewStub(channel));
+    const std::vector<std::shared_ptr<net::LeaderFollower>>& connections) {
+  if (connections.empty()) {
+    return absl::InvalidArgumentError("no connections");
+  }
+  std::vector<std::unique_ptr<Connection>> links;
+  for (const auto& follower : connections) {
+    links.push_back(std::make_unique<Connection>(follower));
   }
   LoadReport report;
   report.workers = options.workers;
-  const int64_t epoch_before = LatestEpoch(channels.front());
+  const int64_t epoch_before = LatestEpoch(*connections.front());
   std::vector<SimWorker> workers(std::max(0, options.workers));
   for (size_t i = 0; i < workers.size(); ++i) {
-    workers[i].stub = stubs[i % stubs.size()].get();
+    workers[i].connection = links[i % links.size()].get();
   }
 
   // Join.
@@ -187,12 +253,19 @@ absl::StatusOr<LoadReport> RunLoad(
   }
 
   WatchCounters counters;
+  // Watches left behind on a coordinator a connection moved away from;
+  // cancelled, waited for at the end. The scheduler thread's only.
+  std::vector<std::unique_ptr<PlanWatcher>> retired;
+  // Opens w's watch on its connection's current coordinator.
+  auto watch = [&counters](SimWorker* w) {
+    const net::LeaderFollower::Pick pick = w->connection->follower().Current();
+    w->watcher = std::make_unique<PlanWatcher>(
+        w->connection->Stub(pick), w->worker_id, w->token, &counters);
+    w->watch_generation = pick.generation;
+    w->watcher->Start();
+  };
   if (options.watch_plans) {
-    for (SimWorker* w : joined) {
-      w->watcher = std::make_unique<PlanWatcher>(w->stub, w->worker_id,
-                                                 w->token, &counters);
-      w->watcher->Start();
-    }
+    for (SimWorker* w : joined) watch(w);
   }
 
   // Heartbeats: worker k fires at start + round*interval + k*interval/n;
@@ -233,6 +306,7 @@ absl::StatusOr<LoadReport> RunLoad(
       }
       if (joined[k]->killed) continue;
       struct Call {
+        net::LeaderFollower::Pick pick;
         grpc::ClientContext context;
         v1::HeartbeatRequest request;
         v1::HeartbeatResponse response;
@@ -248,25 +322,41 @@ absl::StatusOr<LoadReport> RunLoad(
       std::atomic<int64_t>* failed_count = measuring ? &failed : nullptr;
       in_flight.Add();
       SimWorker* worker = joined[k];
-      joined[k]->stub->async()->Heartbeat(
-          &call->context, &call->request, &call->response,
-          [call, sink, ok_count, failed_count, worker,
-           &in_flight](grpc::Status status) {
-            const grpc::StatusCode code = status.error_code();
-            if (code == grpc::StatusCode::UNAUTHENTICATED ||
-                code == grpc::StatusCode::NOT_FOUND) {
-              worker->fenced.store(true);
-            }
-            if (status.ok()) {
-              sink->Add(std::chrono::duration_cast<std::chrono::microseconds>(
-                            SteadyClock::now() - call->sent)
-                            .count());
-              if (ok_count != nullptr) ok_count->fetch_add(1);
-            } else if (failed_count != nullptr) {
-              failed_count->fetch_add(1);
-            }
-            in_flight.Done();
-          });
+      call->pick = worker->connection->follower().Current();
+      // The connection moved (a failover): the watch follows, as a real
+      // worker's does.
+      if (worker->watcher != nullptr &&
+          worker->watch_generation != call->pick.generation) {
+        worker->watcher->Cancel();
+        retired.push_back(std::move(worker->watcher));
+        watch(worker);
+      }
+      worker->connection->Stub(call->pick)
+          ->async()
+          ->Heartbeat(
+              &call->context, &call->request, &call->response,
+              [call, sink, ok_count, failed_count, worker,
+               &in_flight](grpc::Status status) {
+                const grpc::StatusCode code = status.error_code();
+                if (code == grpc::StatusCode::UNAUTHENTICATED ||
+                    code == grpc::StatusCode::NOT_FOUND) {
+                  worker->fenced.store(true);
+                }
+                // A standby or a lost coordinator: the connection's next
+                // heartbeats go where the follower moves.
+                worker->connection->follower().OnFailure(call->pick, status,
+                                                         call->context, true);
+                if (status.ok()) {
+                  sink->Add(
+                      std::chrono::duration_cast<std::chrono::microseconds>(
+                          SteadyClock::now() - call->sent)
+                          .count());
+                  if (ok_count != nullptr) ok_count->fetch_add(1);
+                } else if (failed_count != nullptr) {
+                  failed_count->fetch_add(1);
+                }
+                in_flight.Done();
+              });
     }
     if (finished) break;
   }
@@ -283,7 +373,7 @@ absl::StatusOr<LoadReport> RunLoad(
   if (self0 >= 0 && self1 >= 0) {
     report.loadgen_cpu_percent = 100.0 * (self1 - self0) / wall;
   }
-  const int64_t epoch_after = LatestEpoch(channels.front());
+  const int64_t epoch_after = LatestEpoch(*connections.front());
   if (epoch_before >= 0 && epoch_after >= 0) {
     report.proposals = epoch_after - epoch_before;
   }
@@ -299,6 +389,7 @@ absl::StatusOr<LoadReport> RunLoad(
   for (SimWorker* w : joined) {
     if (w->watcher != nullptr) w->watcher->WaitDone();
   }
+  for (const auto& w : retired) w->WaitDone();
   report.plan_updates = counters.updates.load();
   report.acks = counters.acks.load();
   report.ack_failures = counters.ack_failures.load();
@@ -311,9 +402,19 @@ absl::StatusOr<LoadReport> RunLoad(
       request.set_token(w->token);
       request.set_reason("loadgen done");
       v1::LeaveResponse response;
-      grpc::ClientContext context;
-      context.set_deadline(DeadlineIn(2000));
-      w->stub->Leave(&context, request, &response).ok();
+      net::CallOnLeader(
+          w->connection->follower(),
+          [] {
+            auto context = std::make_unique<grpc::ClientContext>();
+            context->set_deadline(DeadlineIn(2000));
+            return context;
+          },
+          [&](const std::shared_ptr<grpc::Channel>& channel,
+              grpc::ClientContext* context) {
+            return v1::WorkerService::NewStub(channel)->Leave(context, request,
+                                                              &response);
+          })
+          .ok();
     }
   }
   return report;

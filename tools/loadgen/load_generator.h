@@ -3,6 +3,8 @@
 // coordinator, using gRPC's callback API so a few threads carry them all:
 // one scheduler thread sends the heartbeats, gRPC's callback threads take
 // the replies and the plan updates, so 8,192 workers cost a few threads.
+// With several coordinators, joins, heartbeats, plan watches and leaves
+// follow the leader (common/net/leader_follower.h).
 #pragma once
 
 #include <sys/types.h>
@@ -13,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "grpcpp/channel.h"
+#include "common/net/leader_follower.h"
 #include "nlohmann/json.hpp"
 #include "tools/loadgen/latency_stats.h"
 
@@ -81,11 +83,15 @@ struct LoadReport {
   std::string ToText() const;
 };
 
-// Runs the load; simulated worker k uses channels[k % channels.size()]
-// (separate connections spread the load as real workers would). Unavailable
-// when no worker could join; InvalidArgument for no channels.
+// Runs the load; simulated worker k uses connections[k % size] (separate
+// connections spread the load as real workers would), each a follower of
+// the coordinators' leader: a call refused by a standby or lost with its
+// coordinator moves that connection, a join is retried there, and the plan
+// watches of its workers are opened there anew at their next heartbeat.
+// Unavailable when no worker could join; InvalidArgument for no
+// connections.
 absl::StatusOr<LoadReport> RunLoad(
     const LoadOptions& options,
-    const std::vector<std::shared_ptr<grpc::Channel>>& channels);
+    const std::vector<std::shared_ptr<net::LeaderFollower>>& connections);
 
 }  // namespace zshard::loadgen

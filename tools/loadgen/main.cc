@@ -1,8 +1,9 @@
 // zshard-loadgen: simulates many worker sessions against a coordinator and
 // prints heartbeat latency percentiles, failures, fenced workers, the
-// proposals made and the coordinator's CPU use.
+// proposals made and the coordinator's CPU use. Given several coordinators
+// (--coordinator a:1,b:2,c:3), its simulated workers follow the leader.
 //
-//   zshard-loadgen (--coordinator ADDR [--coordinator-pid PID] |
+//   zshard-loadgen (--coordinator ADDR[,ADDR...] [--coordinator-pid PID] |
 //                   --job FILE|PRESET [--coordinator-bin F])
 //       [--workers 1000] [--duration-s 30] [--warmup-s 0]
 //       [--heartbeat-ms 2000] [--lease-ms 20000] [--instances 8] [--kill 0]
@@ -16,16 +17,20 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "common/flags.h"
-#include "common/net/channel.h"
+#include "common/net/coordinator_list.h"
+#include "common/net/leader_follower.h"
 #include "common/status.h"
 #include "tools/loadgen/load_generator.h"
 #include "tools/loadgen/local_coordinator.h"
 
-ABSL_FLAG(std::string, coordinator, "", "HOST:PORT of the coordinator");
+ABSL_FLAG(std::string, coordinator, "",
+          "HOST:PORT of the coordinator, or a comma-separated list of them "
+          "(several coordinators: the simulated workers follow the leader)");
 ABSL_FLAG(int64_t, workers, 1000, "simulated worker sessions");
 ABSL_FLAG(int64_t, duration_s, 30, "measured seconds");
 ABSL_FLAG(int64_t, warmup_s, 0, "seconds of load before measuring");
@@ -54,7 +59,8 @@ ABSL_FLAG(std::string, tls_key, "", "PEM client key for mutual TLS");
 namespace {
 
 constexpr char kUsage[] =
-    "usage: zshard-loadgen (--coordinator ADDR [--coordinator-pid PID] |\n"
+    "usage: zshard-loadgen (--coordinator ADDR[,ADDR...] "
+    "[--coordinator-pid PID] |\n"
     "                       --job FILE|PRESET [--coordinator-bin F])\n"
     "    [--workers 1000] [--duration-s 30] [--warmup-s 0]\n"
     "    [--heartbeat-ms 2000] [--lease-ms 20000] [--instances 8] [--kill 0]\n"
@@ -99,6 +105,11 @@ absl::Status CheckFlags(const zshard::ParsedCommandLine& parsed) {
   if (absl::GetFlag(FLAGS_coordinator).empty() == !job) {
     return absl::InvalidArgumentError(
         "give either --coordinator HOST:PORT or --job FILE|PRESET");
+  }
+  if (!job) {
+    ZSHARD_RETURN_IF_ERROR(
+        zshard::net::ParseCoordinatorList(absl::GetFlag(FLAGS_coordinator))
+            .status());
   }
   if (job && parsed.Given(FLAGS_coordinator_pid)) {
     return absl::InvalidArgumentError(
@@ -159,15 +170,17 @@ int main(int argc, char** argv) {
   channel_options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   const bool json = absl::GetFlag(FLAGS_output) == "json";
   const int connections = static_cast<int>(absl::GetFlag(FLAGS_connections));
-  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  // Each connection has its own channel per coordinator and follows the
+  // leader on its own, as separate worker processes would.
+  std::vector<std::shared_ptr<zshard::net::LeaderFollower>> followers;
   for (int c = 0; c < connections; ++c) {
-    auto channel = zshard::net::MakeCoordinatorChannel(channel_options);
-    if (!channel.ok()) {
-      return zshard::UsageError("zshard-loadgen", channel.status().message());
+    auto follower = zshard::net::LeaderFollower::Create(channel_options);
+    if (!follower.ok()) {
+      return zshard::UsageError("zshard-loadgen", follower.status().message());
     }
-    channels.push_back(*channel);
+    followers.push_back(*std::move(follower));
   }
-  auto report = zshard::loadgen::RunLoad(options, channels);
+  auto report = zshard::loadgen::RunLoad(options, followers);
   if (!report.ok()) {
     std::fprintf(stderr, "zshard-loadgen: %s\n",
                  std::string(report.status().message()).c_str());

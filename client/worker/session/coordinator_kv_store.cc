@@ -5,23 +5,68 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
+#include <utility>
 
+#include "client/worker/session/backoff.h"
 #include "common/grpc_status.h"
 #include "grpcpp/client_context.h"
 
 namespace zshard::worker {
 namespace {
 
-void SetDeadline(grpc::ClientContext* context, int64_t ms) {
-  context->set_deadline(std::chrono::system_clock::now() +
-                        std::chrono::milliseconds(std::max<int64_t>(ms, 1)));
+std::chrono::system_clock::time_point DeadlineIn(int64_t ms) {
+  return std::chrono::system_clock::now() +
+         std::chrono::milliseconds(std::max<int64_t>(ms, 1));
 }
 
 }  // namespace
 
-CoordinatorKvStore::CoordinatorKvStore(const Options& options,
-                                       std::shared_ptr<grpc::Channel> channel)
-    : options_(options), stub_(v1::RendezvousService::NewStub(channel)) {}
+int64_t CoordinatorKvStore::ServerWaitMs(
+    std::chrono::system_clock::time_point deadline) const {
+  const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           deadline - std::chrono::system_clock::now())
+                           .count();
+  return std::max<int64_t>(0, left - options_.rpc_margin_ms);
+}
+
+CoordinatorKvStore::CoordinatorKvStore(
+    const Options& options, std::shared_ptr<net::LeaderFollower> coordinators)
+    : options_(options), coordinators_(std::move(coordinators)) {}
+
+grpc::Status CoordinatorKvStore::Call(
+    std::chrono::system_clock::time_point deadline,
+    const std::function<grpc::Status(v1::RendezvousService::Stub&,
+                                     grpc::ClientContext*)>& call) {
+  // Every attempt shares the one deadline. A DEADLINE_EXCEEDED may be the
+  // coordinator's own answer to a Get or Wait: never a reason to move.
+  Backoff backoff(options_.min_backoff_ms, options_.max_backoff_ms);
+  while (true) {
+    grpc::Status status = net::CallOnLeader(
+        *coordinators_,
+        [deadline] {
+          auto context = std::make_unique<grpc::ClientContext>();
+          context->set_deadline(deadline);
+          return context;
+        },
+        [&call](const std::shared_ptr<grpc::Channel>& channel,
+                grpc::ClientContext* context) {
+          return call(*v1::RendezvousService::NewStub(channel), context);
+        });
+    // With several coordinators, no leader anywhere is an election in
+    // progress (a failover): ask again until the deadline, so that the
+    // rendezvous of an open transition survives it. With one, fail at once
+    // as ever (the coordinator retries the epoch).
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        coordinators_->size() < 2) {
+      return status;
+    }
+    const auto wake = std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(backoff.NextMs());
+    if (wake >= deadline) return status;
+    std::this_thread::sleep_until(wake);
+  }
+}
 
 absl::Status CoordinatorKvStore::Set(absl::string_view key,
                                      absl::string_view value) {
@@ -32,9 +77,11 @@ absl::Status CoordinatorKvStore::Set(absl::string_view key,
   request.set_key(std::string(key));
   request.set_value(std::string(value));
   v1::SetResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, options_.rpc_margin_ms);
-  return FromGrpcStatus(stub_->Set(&context, request, &response));
+  return FromGrpcStatus(
+      Call(DeadlineIn(options_.rpc_margin_ms),
+           [&](v1::RendezvousService::Stub& stub, grpc::ClientContext* c) {
+             return stub.Set(c, request, &response);
+           }));
 }
 
 absl::StatusOr<std::string> CoordinatorKvStore::Get(absl::string_view key,
@@ -44,11 +91,13 @@ absl::StatusOr<std::string> CoordinatorKvStore::Get(absl::string_view key,
   request.set_token(options_.token);
   request.set_epoch(options_.epoch);
   request.set_key(std::string(key));
-  request.set_timeout_ms(std::max<int64_t>(timeout_ms, 0));
   v1::GetResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, timeout_ms + options_.rpc_margin_ms);
-  grpc::Status status = stub_->Get(&context, request, &response);
+  const auto deadline = DeadlineIn(timeout_ms + options_.rpc_margin_ms);
+  grpc::Status status = Call(
+      deadline, [&](v1::RendezvousService::Stub& stub, grpc::ClientContext* c) {
+        request.set_timeout_ms(ServerWaitMs(deadline));
+        return stub.Get(c, request, &response);
+      });
   if (!status.ok()) return FromGrpcStatus(status);
   return std::move(*response.mutable_value());
 }
@@ -60,11 +109,13 @@ absl::Status CoordinatorKvStore::Wait(const std::vector<std::string>& keys,
   request.set_token(options_.token);
   request.set_epoch(options_.epoch);
   for (const std::string& key : keys) request.add_keys(key);
-  request.set_timeout_ms(std::max<int64_t>(timeout_ms, 0));
   v1::WaitResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, timeout_ms + options_.rpc_margin_ms);
-  return FromGrpcStatus(stub_->Wait(&context, request, &response));
+  const auto deadline = DeadlineIn(timeout_ms + options_.rpc_margin_ms);
+  return FromGrpcStatus(Call(
+      deadline, [&](v1::RendezvousService::Stub& stub, grpc::ClientContext* c) {
+        request.set_timeout_ms(ServerWaitMs(deadline));
+        return stub.Wait(c, request, &response);
+      }));
 }
 
 }  // namespace zshard::worker

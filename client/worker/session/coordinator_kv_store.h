@@ -1,20 +1,25 @@
 // A KvStore over the coordinator's RendezvousService: the store behind the
 // Gloo and NCCL rendezvous of one epoch. The coordinator namespaces keys by
 // job and epoch, so a stale epoch's keys are never visible to a newer one.
+// With several coordinators each call follows the leader
+// (common/net/leader_follower.h) within its deadline.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "client/worker/comm/kv_store.h"
-#include "grpcpp/channel.h"
+#include "common/net/leader_follower.h"
 #include "zshard/v1/rendezvous_service.grpc.pb.h"
 
 namespace zshard::worker {
 
-// Thread-safe (gRPC stubs are). Bound to one incarnation and one epoch.
+// Thread-safe (gRPC stubs and the follower are). Bound to one incarnation
+// and one epoch.
 class CoordinatorKvStore final : public comm::KvStore {
  public:
   struct Options {
@@ -26,24 +31,43 @@ class CoordinatorKvStore final : public comm::KvStore {
     // Added to a blocking call's timeout for the RPC deadline, so the
     // server's DEADLINE_EXCEEDED arrives before the client's. Default 2000.
     int64_t rpc_margin_ms = 2000;
+    // With several coordinators, a call that finds no leader is asked
+    // again after these backoff bounds until its deadline. Defaults 100
+    // and 1000 ms.
+    int64_t min_backoff_ms = 100;
+    int64_t max_backoff_ms = 1000;
   };
 
-  // `channel` must be non-null.
+  // `coordinators` must be non-null.
   CoordinatorKvStore(const Options& options,
-                     std::shared_ptr<grpc::Channel> channel);
+                     std::shared_ptr<net::LeaderFollower> coordinators);
 
   // Errors come from the coordinator: FailedPrecondition for an epoch that
   // is no longer current, Unauthenticated for a fenced token, Unavailable
-  // when it cannot be reached, InvalidArgument for an oversized key/value.
+  // when no leader can be reached (a standby answering is tried past, to
+  // the leader it names or the next address, within the call's deadline),
+  // InvalidArgument for an oversized key/value.
   absl::Status Set(absl::string_view key, absl::string_view value) override;
   absl::StatusOr<std::string> Get(absl::string_view key,
                                   int64_t timeout_ms) override;
   absl::Status Wait(const std::vector<std::string>& keys,
                     int64_t timeout_ms) override;
 
+  // The incarnation's credentials and the epoch this store is bound to.
+  const Options& options() const { return options_; }
+
  private:
+  // What a Get or Wait lets the coordinator wait, in ms: the time left to
+  // `deadline` less the margin.
+  int64_t ServerWaitMs(std::chrono::system_clock::time_point deadline) const;
+  // Calls `call` on the leader until `deadline`.
+  grpc::Status Call(
+      std::chrono::system_clock::time_point deadline,
+      const std::function<grpc::Status(v1::RendezvousService::Stub&,
+                                       grpc::ClientContext*)>& call);
+
   const Options options_;
-  std::unique_ptr<v1::RendezvousService::Stub> stub_;
+  const std::shared_ptr<net::LeaderFollower> coordinators_;
 };
 
 }  // namespace zshard::worker

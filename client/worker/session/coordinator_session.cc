@@ -32,11 +32,9 @@ bool IsTransient(grpc::StatusCode code) {
 
 }  // namespace
 
-CoordinatorSession::CoordinatorSession(const Options& options,
-                                       std::shared_ptr<grpc::Channel> channel)
-    : options_(options),
-      channel_(std::move(channel)),
-      stub_(v1::WorkerService::NewStub(channel_)) {}
+CoordinatorSession::CoordinatorSession(
+    const Options& options, std::shared_ptr<net::LeaderFollower> coordinators)
+    : options_(options), coordinators_(std::move(coordinators)) {}
 
 CoordinatorSession::~CoordinatorSession() = default;
 
@@ -44,12 +42,46 @@ std::unique_ptr<grpc::ClientContext> CoordinatorSession::MakeContext() const {
   auto context = std::make_unique<grpc::ClientContext>();
   context->set_deadline(std::chrono::system_clock::now() +
                         std::chrono::milliseconds(options_.rpc_timeout_ms));
-  // Wait for the connection instead of failing at once while the
-  // coordinator is away: a waiting call keeps gRPC polling the reconnect,
-  // so the session notices the coordinator's return within the reconnect
-  // backoff rather than at gRPC's 5 s backup poll.
-  context->set_wait_for_ready(true);
+  // With one coordinator, wait for the connection instead of failing at
+  // once while it is away: a waiting call keeps gRPC polling the
+  // reconnect, so the session notices the coordinator's return within the
+  // reconnect backoff rather than at gRPC's 5 s backup poll. With several,
+  // a dead one must fail fast so that the next is tried.
+  context->set_wait_for_ready(coordinators_->size() == 1);
   return context;
+}
+
+net::LeaderFollower::Move CoordinatorSession::Follow(
+    const net::LeaderFollower::Pick& used, const grpc::Status& status,
+    const grpc::ClientContext& context) {
+  const net::LeaderFollower::Move move = coordinators_->OnFailure(
+      used, status, context, /*deadline_is_unreachable=*/true);
+  RedirectWatch();
+  return move;
+}
+
+grpc::Status CoordinatorSession::CallLeader(
+    const std::function<grpc::Status(v1::WorkerService::Stub&,
+                                     grpc::ClientContext*)>& call) {
+  net::FollowOptions follow;
+  follow.deadline_is_unreachable = true;
+  grpc::Status status = net::CallOnLeader(
+      *coordinators_, [this] { return MakeContext(); },
+      [&call](const std::shared_ptr<grpc::Channel>& channel,
+              grpc::ClientContext* context) {
+        return call(*v1::WorkerService::NewStub(channel), context);
+      },
+      follow);
+  RedirectWatch();
+  return status;
+}
+
+void CoordinatorSession::RedirectWatch() {
+  const uint64_t generation = coordinators_->Current().generation;
+  absl::MutexLock lock(&mu_);
+  if (watch_context_ != nullptr && watch_generation_ != generation) {
+    watch_context_->TryCancel();
+  }
 }
 
 void CoordinatorSession::Stop() {
@@ -135,7 +167,7 @@ std::unique_ptr<CoordinatorKvStore> CoordinatorSession::NewKvStore(
     options.token = token_;
   }
   options.epoch = epoch;
-  return std::make_unique<CoordinatorKvStore>(options, channel_);
+  return std::make_unique<CoordinatorKvStore>(options, coordinators_);
 }
 
 absl::Status CoordinatorSession::Join() {
@@ -149,10 +181,13 @@ absl::Status CoordinatorSession::Join() {
   request.mutable_device()->set_count(1);
   Backoff backoff(options_.min_backoff_ms, options_.max_backoff_ms);
   bool warned = false;
+  bool redirected = false;
   while (true) {
     v1::JoinResponse response;
+    const net::LeaderFollower::Pick pick = coordinators_->Current();
     auto context = MakeContext();
-    grpc::Status status = stub_->Join(context.get(), request, &response);
+    grpc::Status status = v1::WorkerService::NewStub(pick.channel)
+                              ->Join(context.get(), request, &response);
     if (status.ok()) {
       ZSHARD_ASSIGN_OR_RETURN(WorkloadConfig config,
                               ParseWorkloadConfig(response.job_spec_json()));
@@ -169,7 +204,7 @@ absl::Status CoordinatorSession::Join() {
       } else if (runner_ == nullptr) {
         ZSHARD_ASSIGN_OR_RETURN(job::JobSpec job,
                                 job::ParseJobSpec(response.job_spec_json()));
-        telemetry_ = std::make_unique<TelemetryStream>(channel_, [this] {
+        telemetry_ = std::make_unique<TelemetryStream>(coordinators_, [this] {
           absl::MutexLock credentials_lock(&mu_);
           return TelemetryStream::Credentials{worker_id_, token_};
         });
@@ -224,6 +259,15 @@ absl::Status CoordinatorSession::Join() {
       return absl::OkStatus();
     }
     if (!IsTransient(status.error_code())) return FromGrpcStatus(status);
+    // A standby named the leader: ask it at once (once in a row, so two
+    // standbys naming each other cannot spin).
+    if (Follow(pick, status, *context) ==
+            net::LeaderFollower::Move::kToLeader &&
+        !redirected) {
+      redirected = true;
+      continue;
+    }
+    redirected = false;
     if (!warned) {
       ZSHARD_LOG_WARN("coordinator unreachable, retrying join",
                       {{"error", status.error_message()}});
@@ -319,8 +363,25 @@ void CoordinatorSession::HeartbeatLoop() {
     request.set_epoch(handler()->epoch());
     request.set_step(runner_->step());
     v1::HeartbeatResponse response;
-    auto context = MakeContext();
-    grpc::Status status = stub_->Heartbeat(context.get(), request, &response);
+    grpc::Status status;
+    // A second attempt only when a standby named the leader, within the
+    // same deadline: a heartbeat never waits longer than one RPC timeout.
+    const auto deadline = std::chrono::system_clock::now() +
+                          std::chrono::milliseconds(options_.rpc_timeout_ms);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const net::LeaderFollower::Pick pick = coordinators_->Current();
+      auto context = MakeContext();
+      context->set_deadline(deadline);
+      status = v1::WorkerService::NewStub(pick.channel)
+                   ->Heartbeat(context.get(), request, &response);
+      if (status.ok() || Follow(pick, status, *context) !=
+                             net::LeaderFollower::Move::kToLeader) {
+        break;
+      }
+    }
+    // A move reported by another call (an ack, the rendezvous store)
+    // also reaches the plan watch.
+    RedirectWatch();
     if (status.ok()) {
       if (!reachable) ZSHARD_LOG_INFO("coordinator reachable again");
       reachable = true;
@@ -399,19 +460,25 @@ void CoordinatorSession::WatchLoop() {
   const auto [worker_id, token] = Credentials();
   request.set_worker_id(worker_id);
   request.set_token(token);
+  bool redirected = false;
   while (true) {
     grpc::ClientContext context;
-    context.set_wait_for_ready(true);
+    // As MakeContext: wait for one coordinator; with several, fail fast.
+    context.set_wait_for_ready(coordinators_->size() == 1);
+    const net::LeaderFollower::Pick pick = coordinators_->Current();
     {
       absl::MutexLock lock(&mu_);
       if (ending_.has_value()) return;
       watch_context_ = &context;
+      watch_generation_ = pick.generation;
     }
-    auto reader = stub_->WatchPlan(&context, request);
+    auto stub = v1::WorkerService::NewStub(pick.channel);
+    auto reader = stub->WatchPlan(&context, request);
     v1::PlanUpdate update;
     std::shared_ptr<TransitionHandler> handler = this->handler();
     while (reader->Read(&update)) {
       backoff.Reset();
+      redirected = false;
       std::optional<TransitionAck> ack = handler->Apply(update);
       if (ack.has_value()) SendAck(*ack);
       if (update.phase() == v1::PLAN_PHASE_STABLE) CheckHandover();
@@ -428,6 +495,19 @@ void CoordinatorSession::WatchLoop() {
     if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
       return End(std::nullopt, "coordinator does not know this worker");
     }
+    // Reopen at once on the leader a standby named, or where the follower
+    // moved meanwhile (RedirectWatch cancelled this stream); else back off.
+    const net::LeaderFollower::Move move =
+        coordinators_->OnFailure(pick, status, context);
+    // Once in a row, so that two standbys naming each other cannot spin.
+    if (!redirected &&
+        (move == net::LeaderFollower::Move::kToLeader ||
+         (move == net::LeaderFollower::Move::kStayed &&
+          coordinators_->Current().generation != pick.generation))) {
+      redirected = true;
+      continue;
+    }
+    redirected = false;
     if (SleepUnlessEnded(backoff.NextMs())) return;
   }
 }

@@ -3,9 +3,13 @@
 // the coordinator is away (the runner keeps stepping meanwhile), exit on
 // fencing or a failed job, checkpoint reports, and a graceful Leave on Stop
 // (after handing the worker's optimizer state over when it holds some).
+// With several coordinators (high availability) every call follows the
+// leader (common/net/leader_follower.h), keeping this worker's id and token
+// across a failover.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -21,7 +25,7 @@
 #include "client/worker/session/telemetry_stream.h"
 #include "client/worker/session/transition_handler.h"
 #include "client/worker/train/train_runner.h"
-#include "grpcpp/channel.h"
+#include "common/net/leader_follower.h"
 #include "grpcpp/client_context.h"
 #include "zshard/v1/worker_service.grpc.pb.h"
 
@@ -58,7 +62,9 @@ class CoordinatorSession {
     std::map<std::string, std::string> labels;
     // "cpu" (default) or "cuda".
     std::string device = "cpu";
-    // Deadline of each unary RPC. Default 2000 ms.
+    // Deadline of each unary RPC (with one coordinator address, a call
+    // waits this long for it to come back; with several, a call to a dead
+    // one fails at once and the next address is tried). Default 2000 ms.
     int64_t rpc_timeout_ms = 2000;
     // Reconnect backoff bounds for Join and the plan watch. Defaults
     // 100 ms and 2000 ms.
@@ -70,9 +76,10 @@ class CoordinatorSession {
     TrainRunner::Options train;
   };
 
-  // `channel` must be non-null.
+  // `coordinators` must be non-null; the session shares it with its
+  // rendezvous stores and telemetry stream.
   CoordinatorSession(const Options& options,
-                     std::shared_ptr<grpc::Channel> channel);
+                     std::shared_ptr<net::LeaderFollower> coordinators);
   ~CoordinatorSession();
   CoordinatorSession(const CoordinatorSession&) = delete;
   CoordinatorSession& operator=(const CoordinatorSession&) = delete;
@@ -143,10 +150,22 @@ class CoordinatorSession {
   // Waits up to `ms` or until the incarnation ends; true if it ended.
   bool SleepUnlessEnded(int64_t ms);
   std::unique_ptr<grpc::ClientContext> MakeContext() const;
+  // Reports a unary call on `used` that failed to the follower (a
+  // deadline counts as unreachable) and points the plan watch at the new
+  // address when it moved.
+  net::LeaderFollower::Move Follow(const net::LeaderFollower::Pick& used,
+                                   const grpc::Status& status,
+                                   const grpc::ClientContext& context);
+  // One unary call on the leader, following redirects (CallOnLeader).
+  grpc::Status CallLeader(
+      const std::function<grpc::Status(v1::WorkerService::Stub&,
+                                       grpc::ClientContext*)>& call);
+  // Cancels the plan watch when it reads from an address the follower has
+  // left, so it reconnects to the current one.
+  void RedirectWatch();
 
   const Options options_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  const std::shared_ptr<net::LeaderFollower> coordinators_;
 
   mutable absl::Mutex mu_;
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
@@ -163,8 +182,10 @@ class CoordinatorSession {
   int64_t drain_since_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // Set when the current incarnation ends (outcome or rejoin).
   std::optional<Ending> ending_ ABSL_GUARDED_BY(mu_);
-  // The watch stream's context, so ending can cancel it.
+  // The watch stream's context, so ending can cancel it, and the
+  // follower's generation it was opened at.
   grpc::ClientContext* watch_context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t watch_generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::string worker_id_ ABSL_GUARDED_BY(mu_);
   bool alive_ ABSL_GUARDED_BY(mu_) = false;
   std::string token_ ABSL_GUARDED_BY(mu_);

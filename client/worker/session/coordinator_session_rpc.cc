@@ -27,8 +27,10 @@ void CoordinatorSession::SendAck(const TransitionAck& ack) {
     for (double v : ack.commit_values) request.add_commit_values(v);
   }
   v1::AckTransitionResponse response;
-  auto context = MakeContext();
-  grpc::Status status = stub_->AckTransition(context.get(), request, &response);
+  grpc::Status status =
+      CallLeader([&](v1::WorkerService::Stub& stub, grpc::ClientContext* c) {
+        return stub.AckTransition(c, request, &response);
+      });
   if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
     return End(SessionOutcome::kFenced,
                "ack refused: " + status.error_message());
@@ -74,9 +76,10 @@ absl::Status CoordinatorSession::ReportCheckpoint(
     range->set_end(r.end);
   }
   v1::ReportCheckpointResponse response;
-  auto context = MakeContext();
   grpc::Status status =
-      stub_->ReportCheckpoint(context.get(), request, &response);
+      CallLeader([&](v1::WorkerService::Stub& stub, grpc::ClientContext* c) {
+        return stub.ReportCheckpoint(c, request, &response);
+      });
   if (!status.ok()) return FromGrpcStatus(status);
   if (response.manifest_committed()) {
     ZSHARD_LOG_INFO("checkpoint committed",
@@ -88,7 +91,6 @@ absl::Status CoordinatorSession::ReportCheckpoint(
 void CoordinatorSession::ReportFailure(const RunnerFailure& failure) {
   const auto [worker_id, token] = Credentials();
   grpc::Status status;
-  auto context = MakeContext();
   if (failure.kind == RunnerFailure::Kind::kCheckpointWrite) {
     v1::ReportCheckpointRequest request;
     request.set_worker_id(worker_id);
@@ -99,7 +101,10 @@ void CoordinatorSession::ReportFailure(const RunnerFailure& failure) {
     request.mutable_file()->set_rank(failure.rank);
     request.set_error(failure.error);
     v1::ReportCheckpointResponse response;
-    status = stub_->ReportCheckpoint(context.get(), request, &response);
+    status =
+        CallLeader([&](v1::WorkerService::Stub& stub, grpc::ClientContext* c) {
+          return stub.ReportCheckpoint(c, request, &response);
+        });
   } else if (failure.kind == RunnerFailure::Kind::kEvent) {
     v1::ReportEventRequest request;
     request.set_worker_id(worker_id);
@@ -107,7 +112,10 @@ void CoordinatorSession::ReportFailure(const RunnerFailure& failure) {
     request.set_kind(failure.event_kind);
     request.set_reason(failure.error);
     v1::ReportEventResponse response;
-    status = stub_->ReportEvent(context.get(), request, &response);
+    status =
+        CallLeader([&](v1::WorkerService::Stub& stub, grpc::ClientContext* c) {
+          return stub.ReportEvent(c, request, &response);
+        });
   } else {
     v1::AckTransitionRequest request;
     request.set_worker_id(worker_id);
@@ -121,7 +129,10 @@ void CoordinatorSession::ReportFailure(const RunnerFailure& failure) {
     request.set_failed_source(failure.source);
     request.set_source_is_checkpoint(failure.source_is_checkpoint);
     v1::AckTransitionResponse response;
-    status = stub_->AckTransition(context.get(), request, &response);
+    status =
+        CallLeader([&](v1::WorkerService::Stub& stub, grpc::ClientContext* c) {
+          return stub.AckTransition(c, request, &response);
+        });
   }
   if (!status.ok()) {
     ZSHARD_LOG_WARN("failure report not delivered",
@@ -138,12 +149,14 @@ bool CoordinatorSession::Leave(const std::string& reason) {
   request.set_token(token);
   request.set_reason(reason);
   v1::LeaveResponse response;
-  auto context = MakeContext();
   {
     absl::MutexLock lock(&mu_);
     leaving_ = true;
   }
-  grpc::Status status = stub_->Leave(context.get(), request, &response);
+  grpc::Status status =
+      CallLeader([&](v1::WorkerService::Stub& stub, grpc::ClientContext* c) {
+        return stub.Leave(c, request, &response);
+      });
   if (!status.ok() || response.handover()) {
     // Still a member: refusals from now on are real fences again.
     absl::MutexLock lock(&mu_);

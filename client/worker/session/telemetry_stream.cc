@@ -45,9 +45,10 @@ v1::TelemetryReport MakeTelemetryReport(int64_t epoch,
   return report;
 }
 
-TelemetryStream::TelemetryStream(std::shared_ptr<grpc::Channel> channel,
-                                 std::function<Credentials()> credentials)
-    : stub_(v1::WorkerService::NewStub(std::move(channel))),
+TelemetryStream::TelemetryStream(
+    std::shared_ptr<net::LeaderFollower> coordinators,
+    std::function<Credentials()> credentials)
+    : coordinators_(std::move(coordinators)),
       credentials_(std::move(credentials)) {}
 
 TelemetryStream::~TelemetryStream() { Close(); }
@@ -57,8 +58,19 @@ void TelemetryStream::Send(int64_t epoch, const engine::StepTelemetry& t) {
   const Credentials credentials = credentials_();
   report.set_worker_id(credentials.worker_id);
   report.set_token(credentials.token);
+  const net::LeaderFollower::Pick current = coordinators_->Current();
   absl::MutexLock lock(&mu_);
+  // The follower moved (the coordinator went away or stepped down): drop
+  // the stream without waiting for its answer.
+  if (writer_ != nullptr && pick_.generation != current.generation) {
+    context_->TryCancel();
+    writer_->Finish();
+    writer_.reset();
+    context_.reset();
+  }
   if (writer_ == nullptr) {
+    pick_ = current;
+    stub_ = v1::WorkerService::NewStub(pick_.channel);
     context_ = std::make_unique<grpc::ClientContext>();
     response_.Clear();
     writer_ = stub_->StreamTelemetry(context_.get(), &response_);
@@ -69,6 +81,7 @@ void TelemetryStream::Send(int64_t epoch, const engine::StepTelemetry& t) {
     return;
   }
   grpc::Status status = writer_->Finish();
+  coordinators_->OnFailure(pick_, status, *context_);
   writer_.reset();
   context_.reset();
   if (!warned_) {

@@ -9,10 +9,13 @@
 #include "absl/strings/str_split.h"
 #include "client/worker/device/device_spec.h"
 #include "common/flags.h"
+#include "common/net/coordinator_list.h"
 #include "common/status.h"
 
 ABSL_FLAG(std::string, coordinator, "",
-          "HOST:PORT of the coordinator (default $ZSHARD_COORDINATOR)");
+          "HOST:PORT of the coordinator, or a comma-separated list of them "
+          "(several coordinators: the worker follows the leader; default "
+          "$ZSHARD_COORDINATOR)");
 ABSL_FLAG(std::string, name, "",
           "this worker's name, unique in the job (default $POD_NAME)");
 ABSL_FLAG(std::string, device, "cpu",
@@ -136,7 +139,7 @@ absl::Status ReadFlags(const ParsedCommandLine& parsed, WorkerFlags* flags,
 
 std::string WorkerUsage() {
   return absl::StrCat(
-      "usage: zshard-worker --coordinator HOST:PORT --name NAME "
+      "usage: zshard-worker --coordinator HOST:PORT[,HOST:PORT...] --name NAME "
       "[--device cpu|cuda[:N]] [--labels node=a,zone=b] [--address HOST:PORT] "
       "[--tls-ca F] [--tls-cert F --tls-key F] [--log-format text|json] "
       "[--metrics-listen HOST:PORT] [--dump-master DIR] [--comm-host HOST] "
@@ -192,6 +195,7 @@ absl::StatusOr<WorkerFlags> ParseWorkerFlags(
     return absl::InvalidArgumentError(
         "--tls-cert and --tls-key must be given together");
   }
+  ZSHARD_RETURN_IF_ERROR(net::ParseCoordinatorList(*coordinator).status());
   flags.session.name = *name;
   flags.channel.target = *coordinator;
   // Where peers reach this worker's collectives and state moves: the flag,

@@ -32,7 +32,9 @@ using EnvLookup = std::function<std::optional<std::string>(const char*)>;
 // "--flag=value". --name defaults to $POD_NAME and --coordinator to
 // $ZSHARD_COORDINATOR. InvalidArgument with one line naming the flag for an
 // unknown flag, a missing value, a bad --device/--labels/--log-format, a
-// missing name or coordinator, or --tls-cert without --tls-key.
+// missing name or coordinator, a bad coordinator list (an empty entry, an
+// address without a port; see net::ParseCoordinatorList), or --tls-cert
+// without --tls-key.
 absl::StatusOr<WorkerFlags> ParseWorkerFlags(
     const std::vector<std::string>& args, const EnvLookup& env);
 

@@ -13,7 +13,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "grpcpp/create_channel.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
@@ -173,13 +172,16 @@ class CoordinatorSessionTest : public ::testing::Test {
     builder.RegisterService(&service_);
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                   grpc::InsecureChannelCredentials());
+    net::ChannelOptions channel;
+    channel.target = absl::StrCat("127.0.0.1:", port);
+    auto coordinators = net::LeaderFollower::Create(channel);
+    ASSERT_TRUE(coordinators.ok()) << coordinators.status();
+    coordinators_ = *std::move(coordinators);
     CoordinatorSession::Options options;
     options.name = "w0";
     options.min_backoff_ms = 5;
     options.max_backoff_ms = 20;
-    session_ = std::make_unique<CoordinatorSession>(options, channel_);
+    session_ = std::make_unique<CoordinatorSession>(options, coordinators_);
   }
 
   void TearDown() override {
@@ -213,7 +215,7 @@ class CoordinatorSessionTest : public ::testing::Test {
 
   FakeWorkerService service_;
   std::unique_ptr<grpc::Server> server_;
-  std::shared_ptr<grpc::Channel> channel_;
+  std::shared_ptr<net::LeaderFollower> coordinators_;
   std::unique_ptr<CoordinatorSession> session_;
   std::thread runner_;
   absl::StatusOr<SessionOutcome> result_ = absl::UnknownError("not run");

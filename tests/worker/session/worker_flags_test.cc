@@ -120,6 +120,22 @@ TEST(WorkerFlagsTest, CommTransport) {
             "--comm-transport must be auto, tcp or shm, not 'udp'");
 }
 
+TEST(WorkerFlagsTest, CoordinatorTakesAList) {
+  auto flags = ParseWorkerFlags({"--coordinator", "a:1,b:2,c:3", "--name", "w"},
+                                Env({}));
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->channel.target, "a:1,b:2,c:3");
+  flags = ParseWorkerFlags({"--name", "w"},
+                           Env({{"ZSHARD_COORDINATOR", "a:1,b:2"}}));
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->channel.target, "a:1,b:2");
+  flags =
+      ParseWorkerFlags({"--name", "w"}, Env({{"ZSHARD_COORDINATOR", "a:1,"}}));
+  ASSERT_FALSE(flags.ok());
+  EXPECT_EQ(flags.status().message(),
+            "coordinator list 'a:1,' has an empty entry");
+}
+
 TEST(WorkerFlagsTest, DefaultsFromEnvironment) {
   auto flags = ParseWorkerFlags(
       {}, Env({{"POD_NAME", "pod-3"}, {"ZSHARD_COORDINATOR", "coord:1"}}));
@@ -149,6 +165,10 @@ TEST(WorkerFlagsTest, ErrorsNameTheFlag) {
       {{"--name", "w", "--coordinator", "a:1", "--tls-cert", "c"}, "--tls-key"},
       {{"--name", std::string(300, 'x'), "--coordinator", "a:1"}, "256"},
       {{"stray"}, "stray"},
+      {{"--name", "w", "--coordinator", "a:1,,b:2"},
+       "coordinator list 'a:1,,b:2' has an empty entry"},
+      {{"--name", "w", "--coordinator", "a:1,b"},
+       "coordinator address 'b' has no port"},
       {{"--name", "w", "--coordinator", "a:1", "--bogus"}, "unknown flag"},
   };
   for (const Case& c : cases) {
