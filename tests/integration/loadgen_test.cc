@@ -1,7 +1,8 @@
 // zshard-loadgen against a coordinator it starts itself (--job), as real
 // processes: 2,000 simulated workers join and heartbeat; the JSON report is
 // read with a real parser and must hold exactly the documented keys, every
-// worker joined, none fenced, no heartbeat failed and few proposals. Given
+// worker joined, none fenced, no heartbeat failed and few proposals, and
+// the store writes counted (also with the coordinator on etcd). Given
 // "standby,leader" (a fake standby naming a real coordinator), the
 // simulated workers follow the standby to the leader.
 
@@ -15,6 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/common/net/fake_standby.h"
 #include "tests/integration/process_cluster.h"
+#include "tests/testing/etcd_server.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -74,7 +76,9 @@ TEST(LoadgenTest, TwoThousandWorkersJoinAndHeartbeatWithoutFalseDeaths) {
                                           "fenced",
                                           "proposals",
                                           "coordinator_cpu_percent",
-                                          "loadgen_cpu_percent"};
+                                          "loadgen_cpu_percent",
+                                          "store_changes",
+                                          "store_transactions"};
   EXPECT_EQ(keys, expected) << r.dump();
   for (const std::string& k : expected) {
     EXPECT_TRUE(r[k].is_number()) << k << " in " << r.dump();
@@ -88,6 +92,35 @@ TEST(LoadgenTest, TwoThousandWorkersJoinAndHeartbeatWithoutFalseDeaths) {
   EXPECT_GE(r["proposals"].get<int64_t>(), 1);
   EXPECT_GE(r["coordinator_cpu_percent"].get<double>(), 0);
   EXPECT_LE(r["p50_ms"].get<double>(), r["p99_ms"].get<double>());
+  // Every join and leave is a change written; group commit writes several
+  // in one transaction.
+  EXPECT_GE(r["store_changes"].get<int64_t>(), 4000) << r.dump();
+  EXPECT_GE(r["store_transactions"].get<int64_t>(), 1);
+  EXPECT_LE(r["store_transactions"], r["store_changes"]);
+}
+
+// The coordinator on etcd (a single-member etcd the test starts): the same
+// load, no false deaths, and the store writes counted.
+TEST(LoadgenTest, WorkersThroughAnEtcdBackedCoordinator) {
+  if (EtcdServer::Binary().empty()) {
+    GTEST_SKIP() << "etcd is not installed (deploy/install-deps.sh)";
+  }
+  auto etcd = EtcdServer::Start();
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  TempDir dir;
+  auto report = RunLoadgen(
+      dir, {"--job", "gpt2-small", "--workers", "300", "--heartbeat-ms", "1000",
+            "--lease-ms", "20000", "--warmup-s", "3", "--duration-s", "3",
+            "--store", "etcd:" + (*etcd)->endpoint() + "/zshard/lg"});
+  ASSERT_TRUE(report.ok()) << report.status();
+  const json& r = *report;
+  EXPECT_EQ(r["joined"], 300);
+  EXPECT_EQ(r["fenced"], 0) << r.dump();
+  EXPECT_EQ(r["heartbeats_failed"], 0) << r.dump();
+  EXPECT_EQ(r["heartbeats_ok"], 900) << r.dump();
+  EXPECT_GE(r["proposals"].get<int64_t>(), 1) << r.dump();
+  EXPECT_GE(r["store_changes"].get<int64_t>(), 600) << r.dump();
+  EXPECT_GE(r["store_transactions"].get<int64_t>(), 1) << r.dump();
 }
 
 TEST(LoadgenTest, KilledWorkersAreNotCountedAsFenced) {

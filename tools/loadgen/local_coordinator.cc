@@ -3,6 +3,7 @@
 #include "tools/loadgen/local_coordinator.h"
 
 #include <arpa/inet.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -17,7 +18,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "nlohmann/json.hpp"
@@ -93,10 +97,23 @@ absl::StatusOr<std::unique_ptr<LocalCoordinator>> LocalCoordinator::Start(
   }
   auto port = FreePort();
   if (!port.ok()) return port.status();
+  auto metrics_port = FreePort();
+  if (!metrics_port.ok()) return metrics_port.status();
   c->address_ = absl::StrCat("127.0.0.1:", *port);
+  c->metrics_port_ = *metrics_port;
   std::vector<std::string> args = {
-      binary,      "--job",       job_path,          "--listen",
-      c->address_, "--state-dir", c->dir_ + "/state"};
+      binary,
+      "--job",
+      job_path,
+      "--listen",
+      c->address_,
+      "--metrics-listen",
+      absl::StrCat("127.0.0.1:", c->metrics_port_)};
+  if (options.store.empty()) {
+    args.insert(args.end(), {"--state-dir", c->dir_ + "/state"});
+  } else {
+    args.insert(args.end(), {"--store", options.store});
+  }
   const std::string log = c->dir_ + "/coordinator.log";
   pid_t pid = fork();
   if (pid < 0) return absl::FailedPreconditionError("fork failed");
@@ -133,6 +150,33 @@ absl::StatusOr<std::unique_ptr<LocalCoordinator>> LocalCoordinator::Start(
     }
   }
   return c;
+}
+
+absl::StatusOr<StoreWrites> LocalCoordinator::ReadStoreWrites() const {
+  httplib::Client http("127.0.0.1", metrics_port_);
+  http.set_connection_timeout(5);
+  http.set_read_timeout(10);
+  auto res = http.Get("/metrics");
+  if (!res || res->status != 200) {
+    return absl::UnavailableError(absl::StrCat(
+        "the coordinator's metrics on port ", metrics_port_, " do not answer"));
+  }
+  StoreWrites w;
+  bool changes = false;
+  bool transactions = false;
+  for (absl::string_view line : absl::StrSplit(res->body, '\n')) {
+    if (absl::ConsumePrefix(&line, "zshard_store_changes_total ")) {
+      changes = absl::SimpleAtoi(line, &w.changes);
+    } else if (absl::ConsumePrefix(&line, "zshard_store_transactions_total ")) {
+      transactions = absl::SimpleAtoi(line, &w.transactions);
+    }
+  }
+  if (!changes || !transactions) {
+    return absl::InternalError(
+        "the coordinator's metrics have no zshard_store_changes_total or "
+        "zshard_store_transactions_total");
+  }
+  return w;
 }
 
 LocalCoordinator::~LocalCoordinator() {

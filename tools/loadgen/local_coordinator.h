@@ -1,6 +1,7 @@
 // A coordinator that zshard-loadgen starts itself for `--job FILE|PRESET`:
 // a child zshard-coordinator on a free port of 127.0.0.1 with a state dir
-// of its own, stopped (SIGTERM, then SIGKILL) when this object goes away.
+// of its own (or the store given), its metrics on another free port,
+// stopped (SIGTERM, then SIGKILL) when this object goes away.
 #pragma once
 
 #include <sys/types.h>
@@ -29,6 +30,16 @@ struct LocalCoordinatorOptions {
   int64_t lease_ms = 20000;
   // How long to wait for the coordinator to answer. Default 60 s.
   int64_t start_timeout_ms = 60000;
+  // The coordinator's --store (e.g. etcd:127.0.0.1:2379/zshard/loadgen).
+  // Empty (default): SQLite in a temp dir of its own.
+  std::string store;
+};
+
+// The coordinator's state store writes so far (its zshard_store_*_total
+// metrics): membership changes and the transactions that wrote them.
+struct StoreWrites {
+  int64_t changes = 0;
+  int64_t transactions = 0;
 };
 
 class LocalCoordinator {
@@ -41,6 +52,9 @@ class LocalCoordinator {
 
   const std::string& address() const { return address_; }
   pid_t pid() const { return pid_; }
+  // Read from its metrics endpoint; Unavailable when it does not answer,
+  // Internal when a metric is missing.
+  absl::StatusOr<StoreWrites> ReadStoreWrites() const;
 
   // The JSON of a job for `preset` under `options` (see above).
   static std::string PresetJob(const std::string& preset,
@@ -51,6 +65,7 @@ class LocalCoordinator {
 
   std::string dir_;
   std::string address_;
+  int metrics_port_ = 0;
   pid_t pid_ = 0;
 };
 

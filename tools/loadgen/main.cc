@@ -4,7 +4,7 @@
 // (--coordinator a:1,b:2,c:3), its simulated workers follow the leader.
 //
 //   zshard-loadgen (--coordinator ADDR[,ADDR...] [--coordinator-pid PID] |
-//                   --job FILE|PRESET [--coordinator-bin F])
+//                   --job FILE|PRESET [--coordinator-bin F] [--store SPEC])
 //       [--workers 1000] [--duration-s 30] [--warmup-s 0]
 //       [--heartbeat-ms 2000] [--lease-ms 20000] [--instances 8] [--kill 0]
 //       [--connections 8] [--no-watch] [--output json|text]
@@ -16,15 +16,18 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "common/flags.h"
 #include "common/net/coordinator_list.h"
 #include "common/net/leader_follower.h"
 #include "common/status.h"
+#include "nlohmann/json.hpp"
 #include "tools/loadgen/load_generator.h"
 #include "tools/loadgen/local_coordinator.h"
 
@@ -41,6 +44,10 @@ ABSL_FLAG(std::string, job, "",
           "model preset (synthetic workload: proposals plan moves)");
 ABSL_FLAG(std::string, coordinator_bin, "",
           "the zshard-coordinator for --job (default: next to this program)");
+ABSL_FLAG(std::string, store, "",
+          "the --store of the coordinator for --job, e.g. "
+          "etcd:127.0.0.1:2379/zshard/loadgen (default: SQLite in a temp "
+          "dir); the report then counts its store writes");
 ABSL_FLAG(int64_t, lease_ms, 20000, "lease of a --job preset's job");
 ABSL_FLAG(int64_t, instances, 8, "instances of a --job preset's job");
 ABSL_FLAG(int64_t, kill, 0,
@@ -61,7 +68,8 @@ namespace {
 constexpr char kUsage[] =
     "usage: zshard-loadgen (--coordinator ADDR[,ADDR...] "
     "[--coordinator-pid PID] |\n"
-    "                       --job FILE|PRESET [--coordinator-bin F])\n"
+    "                       --job FILE|PRESET [--coordinator-bin F] "
+    "[--store SPEC])\n"
     "    [--workers 1000] [--duration-s 30] [--warmup-s 0]\n"
     "    [--heartbeat-ms 2000] [--lease-ms 20000] [--instances 8] [--kill 0]\n"
     "    [--connections 8] [--no-watch] [--output json|text]\n"
@@ -71,15 +79,25 @@ constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
 
 zshard::FlagList LoadgenFlags() {
   using zshard::FlagOf;
-  return {FlagOf(FLAGS_coordinator),     FlagOf(FLAGS_workers),
-          FlagOf(FLAGS_duration_s),      FlagOf(FLAGS_warmup_s),
-          FlagOf(FLAGS_heartbeat_ms),    FlagOf(FLAGS_job),
-          FlagOf(FLAGS_coordinator_bin), FlagOf(FLAGS_lease_ms),
-          FlagOf(FLAGS_instances),       FlagOf(FLAGS_kill),
-          FlagOf(FLAGS_coordinator_pid), FlagOf(FLAGS_connections),
-          FlagOf(FLAGS_name_prefix),     FlagOf(FLAGS_no_watch),
-          FlagOf(FLAGS_output),          FlagOf(FLAGS_tls_ca),
-          FlagOf(FLAGS_tls_cert),        FlagOf(FLAGS_tls_key)};
+  return {FlagOf(FLAGS_coordinator),
+          FlagOf(FLAGS_workers),
+          FlagOf(FLAGS_duration_s),
+          FlagOf(FLAGS_warmup_s),
+          FlagOf(FLAGS_heartbeat_ms),
+          FlagOf(FLAGS_job),
+          FlagOf(FLAGS_coordinator_bin),
+          FlagOf(FLAGS_store),
+          FlagOf(FLAGS_lease_ms),
+          FlagOf(FLAGS_instances),
+          FlagOf(FLAGS_kill),
+          FlagOf(FLAGS_coordinator_pid),
+          FlagOf(FLAGS_connections),
+          FlagOf(FLAGS_name_prefix),
+          FlagOf(FLAGS_no_watch),
+          FlagOf(FLAGS_output),
+          FlagOf(FLAGS_tls_ca),
+          FlagOf(FLAGS_tls_cert),
+          FlagOf(FLAGS_tls_key)};
 }
 
 // The flags' ranges and choices; InvalidArgument naming the flag.
@@ -110,6 +128,10 @@ absl::Status CheckFlags(const zshard::ParsedCommandLine& parsed) {
     ZSHARD_RETURN_IF_ERROR(
         zshard::net::ParseCoordinatorList(absl::GetFlag(FLAGS_coordinator))
             .status());
+  }
+  if (!job && parsed.Given(FLAGS_store)) {
+    return absl::InvalidArgumentError(
+        "--store goes with --job (the coordinator zshard-loadgen starts)");
   }
   if (job && parsed.Given(FLAGS_coordinator_pid)) {
     return absl::InvalidArgumentError(
@@ -142,6 +164,7 @@ int main(int argc, char** argv) {
     local_options.max_world = static_cast<int>(absl::GetFlag(FLAGS_workers));
     local_options.heartbeat_ms = absl::GetFlag(FLAGS_heartbeat_ms);
     local_options.lease_ms = absl::GetFlag(FLAGS_lease_ms);
+    local_options.store = absl::GetFlag(FLAGS_store);
     auto started = zshard::loadgen::LocalCoordinator::Start(local_options);
     if (!started.ok()) {
       std::fprintf(stderr, "zshard-loadgen: %s\n",
@@ -180,16 +203,45 @@ int main(int argc, char** argv) {
     }
     followers.push_back(*std::move(follower));
   }
+  // The store writes of the whole run (joins, transitions, leaves), when
+  // the coordinator is this program's.
+  std::optional<zshard::loadgen::StoreWrites> writes_before;
+  if (local != nullptr) {
+    auto w = local->ReadStoreWrites();
+    if (!w.ok()) {
+      std::fprintf(stderr, "zshard-loadgen: %s\n",
+                   std::string(w.status().message()).c_str());
+      return 1;
+    }
+    writes_before = *w;
+  }
   auto report = zshard::loadgen::RunLoad(options, followers);
   if (!report.ok()) {
     std::fprintf(stderr, "zshard-loadgen: %s\n",
                  std::string(report.status().message()).c_str());
     return 1;
   }
+  nlohmann::json out = report->ToJson();
+  std::string text = report->ToText();
+  if (writes_before.has_value()) {
+    auto after = local->ReadStoreWrites();
+    if (!after.ok()) {
+      std::fprintf(stderr, "zshard-loadgen: %s\n",
+                   std::string(after.status().message()).c_str());
+      return 1;
+    }
+    const int64_t changes = after->changes - writes_before->changes;
+    const int64_t transactions =
+        after->transactions - writes_before->transactions;
+    out["store_changes"] = changes;
+    out["store_transactions"] = transactions;
+    absl::StrAppend(&text, "store writes       ", changes,
+                    " membership changes in ", transactions, " transactions\n");
+  }
   if (json) {
-    std::cout << report->ToJson().dump() << std::endl;
+    std::cout << out.dump() << std::endl;
   } else {
-    std::cout << report->ToText();
+    std::cout << text;
   }
   return 0;
 }
