@@ -19,18 +19,36 @@ using nlohmann::json;
 
 std::string B64(const std::string& s) { return absl::Base64Escape(s); }
 
+// The gateway's answers are read without exceptions: a field of the wrong
+// type or a missing one reads as its zero value (null, false, 0, "").
+
+// j[field] when j is an object that has it, else null.
+const json& Field(const json& j, const char* field) {
+  static const json* const kNull = new json();
+  if (!j.is_object()) return *kNull;
+  auto it = j.find(field);
+  return it == j.end() ? *kNull : *it;
+}
+
+bool Bool(const json& j, const char* field) {
+  const json& v = Field(j, field);
+  return v.is_boolean() && v.get<bool>();
+}
+
+std::string String(const json& j, const char* field) {
+  const json& v = Field(j, field);
+  return v.is_string() ? v.get<std::string>() : std::string();
+}
+
 std::string UnB64(const json& j, const char* field) {
   std::string out;
-  if (j.contains(field) && j[field].is_string()) {
-    absl::Base64Unescape(j[field].get<std::string>(), &out);
-  }
+  absl::Base64Unescape(String(j, field), &out);
   return out;
 }
 
 // Reads an int64 field that the gateway writes as a string (or a number).
 int64_t Int(const json& j, const char* field) {
-  if (!j.is_object() || !j.contains(field)) return 0;
-  const json& v = j[field];
+  const json& v = Field(j, field);
   if (v.is_number_integer()) return v.get<int64_t>();
   int64_t n = 0;
   if (v.is_string() && absl::SimpleAtoi(v.get<std::string>(), &n)) return n;
@@ -50,9 +68,11 @@ absl::StatusOr<json> ParseBody(const std::string& body,
 
 EtcdRangeResult ReadRange(const json& j) {
   EtcdRangeResult r;
-  r.revision = Int(j.value("header", json::object()), "revision");
-  r.more = j.value("more", false);
-  for (const json& kv : j.value("kvs", json::array())) {
+  r.revision = Int(Field(j, "header"), "revision");
+  r.more = Bool(j, "more");
+  const json& kvs = Field(j, "kvs");
+  if (!kvs.is_array()) return r;
+  for (const json& kv : kvs) {
     EtcdKeyValue out;
     out.key = UnB64(kv, "key");
     out.value = UnB64(kv, "value");
@@ -222,12 +242,10 @@ absl::StatusOr<std::string> EtcdClient::Post(const std::string& path,
       current_ = index;
       return std::move(res->body);
     }
-    json err = json::parse(res->body, nullptr, false);
-    std::string message =
-        err.is_object() && err.contains("message") && err["message"].is_string()
-            ? err["message"].get<std::string>()
-            : absl::StrCat("http status ", res->status);
-    int code = err.is_object() ? err.value("code", 2) : 2;
+    const json err = json::parse(res->body, nullptr, false);
+    std::string message = String(err, "message");
+    if (message.empty()) message = absl::StrCat("http status ", res->status);
+    int64_t code = Int(err, "code");
     if (code < 1 || code > 16) code = 2;
     std::string line = absl::StrCat("etcd ", ep.address, ": ", message);
     if (code == static_cast<int>(absl::StatusCode::kUnavailable)) {
@@ -284,12 +302,13 @@ absl::StatusOr<EtcdTxnResult> EtcdClient::Txn(
   }
   ZSHARD_ASSIGN_OR_RETURN(json j, ParseBody(*body, "a transaction"));
   EtcdTxnResult r;
-  r.succeeded = j.value("succeeded", false);
-  r.revision = Int(j.value("header", json::object()), "revision");
-  for (const json& resp : j.value("responses", json::array())) {
-    if (resp.contains("response_range")) {
-      r.ranges.push_back(ReadRange(resp["response_range"]));
-    }
+  r.succeeded = Bool(j, "succeeded");
+  r.revision = Int(Field(j, "header"), "revision");
+  const json& responses = Field(j, "responses");
+  if (!responses.is_array()) return r;
+  for (const json& resp : responses) {
+    const json& range = Field(resp, "response_range");
+    if (range.is_object()) r.ranges.push_back(ReadRange(range));
   }
   return r;
 }
@@ -299,10 +318,8 @@ absl::StatusOr<int64_t> EtcdClient::Grant(int64_t ttl_s) {
   ZSHARD_ASSIGN_OR_RETURN(std::string body,
                           Post("/v3/lease/grant", req.dump()));
   ZSHARD_ASSIGN_OR_RETURN(json j, ParseBody(body, "a lease grant"));
-  if (j.contains("error") && j["error"].is_string() &&
-      !j["error"].get<std::string>().empty()) {
-    return absl::UnavailableError(
-        absl::StrCat("etcd lease grant: ", j["error"].get<std::string>()));
+  if (const std::string error = String(j, "error"); !error.empty()) {
+    return absl::UnavailableError(absl::StrCat("etcd lease grant: ", error));
   }
   const int64_t id = Int(j, "ID");
   if (id == 0) return absl::InternalError("etcd granted a lease without an id");
@@ -314,7 +331,7 @@ absl::StatusOr<int64_t> EtcdClient::KeepAlive(int64_t lease) {
   ZSHARD_ASSIGN_OR_RETURN(std::string body,
                           Post("/v3/lease/keepalive", req.dump()));
   ZSHARD_ASSIGN_OR_RETURN(json j, ParseBody(body, "a lease keepalive"));
-  const int64_t ttl = Int(j.value("result", json::object()), "TTL");
+  const int64_t ttl = Int(Field(j, "result"), "TTL");
   if (ttl <= 0) {
     return absl::NotFoundError(
         absl::StrCat("etcd lease ", lease, " expired or was revoked"));

@@ -212,8 +212,8 @@ absl::StatusOr<StoredState> EtcdStateStore::Load() {
   if (!jobs.kvs.empty()) {
     json j = json::parse(jobs.kvs[0].value, nullptr, false);
     if (j.is_object()) {
-      state.job_name = j.value("name", "");
-      state.job_spec_json = j.value("spec_json", "");
+      state.job_name = FieldOr(j, "name", "");
+      state.job_spec_json = FieldOr(j, "spec_json", "");
     }
   }
   ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult members,
@@ -281,7 +281,7 @@ absl::Status EtcdStateStore::SaveJob(const std::string& name,
   ZSHARD_ASSIGN_OR_RETURN(EtcdRangeResult r, ReadRange(job));
   if (!r.kvs.empty()) {
     json j = json::parse(r.kvs[0].value, nullptr, false);
-    const std::string stored = j.is_object() ? j.value("name", "") : "";
+    const std::string stored = j.is_object() ? FieldOr(j, "name", "") : "";
     if (stored != name) {
       return absl::FailedPreconditionError(
           absl::StrCat("etcd prefix '", options_.prefix, "' holds job '",
@@ -390,9 +390,9 @@ absl::StatusOr<std::vector<Event>> EtcdStateStore::RecentEvents(int limit) {
   for (auto it = r.kvs.rbegin(); it != r.kvs.rend(); ++it) {
     json j = json::parse(it->value, nullptr, false);
     if (!j.is_object()) continue;
-    events.push_back(Event{j.value("time_ms", int64_t{0}),
-                           j.value("epoch", int64_t{0}), j.value("kind", ""),
-                           j.value("reason", ""), Tail(it->key)});
+    events.push_back(Event{
+        FieldOr(j, "time_ms", int64_t{0}), FieldOr(j, "epoch", int64_t{0}),
+        FieldOr(j, "kind", ""), FieldOr(j, "reason", ""), Tail(it->key)});
   }
   return events;
 }

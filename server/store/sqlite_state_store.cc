@@ -150,10 +150,10 @@ absl::StatusOr<StoredState> SqliteStateStore::Load() {
     m.labels = LabelsFrom(ParseOrEmpty(members->Text(4)));
     nlohmann::json dev = ParseOrEmpty(members->Text(5));
     if (dev.is_object()) {
-      m.device.kind = dev.value("kind", "");
-      m.device.model = dev.value("model", "");
-      m.device.memory_bytes = dev.value("memory_bytes", int64_t{0});
-      m.device.count = dev.value("count", 0);
+      m.device.kind = FieldOr(dev, "kind", "");
+      m.device.model = FieldOr(dev, "model", "");
+      m.device.memory_bytes = FieldOr(dev, "memory_bytes", int64_t{0});
+      m.device.count = FieldOr(dev, "count", 0);
     }
     m.state = ParseMemberState(members->Text(6));
     m.rank = static_cast<int>(members->Int(7));

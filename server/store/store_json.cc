@@ -58,13 +58,13 @@ std::vector<Slot> SlotsFromJson(const std::string& text) {
   for (const json& j : a) {
     if (!j.is_object()) continue;
     Slot s;
-    s.worker_id = j.value("worker_id", "");
-    s.name = j.value("name", "");
-    s.address = j.value("address", "");
-    s.rank = j.value("rank", -1);
-    s.instance = j.value("instance", -1);
-    s.shard_rank = j.value("shard_rank", -1);
-    s.labels = LabelsFrom(j.value("labels", json::object()));
+    s.worker_id = FieldOr(j, "worker_id", "");
+    s.name = FieldOr(j, "name", "");
+    s.address = FieldOr(j, "address", "");
+    s.rank = FieldOr(j, "rank", -1);
+    s.instance = FieldOr(j, "instance", -1);
+    s.shard_rank = FieldOr(j, "shard_rank", -1);
+    s.labels = LabelsFrom(FieldOr(j, "labels", json::object()));
     slots.push_back(std::move(s));
   }
   return slots;
@@ -134,29 +134,29 @@ std::string EpochExtraJson(const EpochPlan& p) {
 void EpochExtraFromJson(const std::string& text, EpochPlan* p) {
   json j = Parse(text);
   if (!j.is_object()) return;
-  json s = j.value("summary", json::array());
+  json s = FieldOr(j, "summary", json::array());
   p->summary.moves = Get<int>(s, 0, 0);
   p->summary.bytes_moved = Get<int64_t>(s, 1, 0);
   p->summary.lower_bound_bytes = Get<int64_t>(s, 2, 0);
   p->summary.bytes_from_checkpoint = Get<int64_t>(s, 3, 0);
   p->summary.bytes_same_node = Get<int64_t>(s, 4, 0);
-  p->resume_adam_step = j.value("resume_adam_step", int64_t{0});
-  p->finish_pending_step = j.value("finish_pending_step", false);
-  json values = j.value("commit_values", json::array());
+  p->resume_adam_step = FieldOr(j, "resume_adam_step", int64_t{0});
+  p->finish_pending_step = FieldOr(j, "finish_pending_step", false);
+  json values = FieldOr(j, "commit_values", json::array());
   p->commit_values.clear();
   for (const json& v : values) {
     if (v.is_number()) p->commit_values.push_back(v.get<double>());
   }
-  p->world_before = j.value("world_before", 0);
-  p->proposed_ms = j.value("proposed_ms", int64_t{0});
-  p->committed_ms = j.value("committed_ms", int64_t{0});
-  p->duration_ms = j.value("duration_ms", int64_t{0});
-  p->spares = j.value("spares", p->spares);
-  json r = j.value("restore", json());
+  p->world_before = FieldOr(j, "world_before", 0);
+  p->proposed_ms = FieldOr(j, "proposed_ms", int64_t{0});
+  p->committed_ms = FieldOr(j, "committed_ms", int64_t{0});
+  p->duration_ms = FieldOr(j, "duration_ms", int64_t{0});
+  p->spares = FieldOr(j, "spares", p->spares);
+  json r = FieldOr(j, "restore", json());
   if (r.is_object()) {
-    p->restore.step = r.value("step", int64_t{-1});
-    p->restore.dir = r.value("dir", "");
-    p->restore.adam_step = r.value("adam_step", int64_t{0});
+    p->restore.step = FieldOr(r, "step", int64_t{-1});
+    p->restore.dir = FieldOr(r, "dir", "");
+    p->restore.adam_step = FieldOr(r, "adam_step", int64_t{0});
   }
 }
 
@@ -191,32 +191,32 @@ std::string CheckpointJson(const CheckpointRecord& c) {
 bool CheckpointFromJson(const std::string& text, CheckpointRecord* c) {
   json j = Parse(text);
   if (!j.is_object() || !j.contains("step")) return false;
-  c->job = j.value("job", "");
-  c->step = j.value("step", int64_t{0});
-  c->adam_step = j.value("adam_step", int64_t{0});
-  c->epoch = j.value("epoch", int64_t{0});
-  c->world = j.value("world", 0);
-  c->instances = j.value("instances", 1);
-  c->dir = j.value("dir", "");
-  c->committed_ms = j.value("committed_ms", int64_t{0});
-  c->bytes = j.value("bytes", int64_t{0});
+  c->job = FieldOr(j, "job", "");
+  c->step = FieldOr(j, "step", int64_t{0});
+  c->adam_step = FieldOr(j, "adam_step", int64_t{0});
+  c->epoch = FieldOr(j, "epoch", int64_t{0});
+  c->world = FieldOr(j, "world", 0);
+  c->instances = FieldOr(j, "instances", 1);
+  c->dir = FieldOr(j, "dir", "");
+  c->committed_ms = FieldOr(j, "committed_ms", int64_t{0});
+  c->bytes = FieldOr(j, "bytes", int64_t{0});
   c->param_names.clear();
   c->param_numels.clear();
-  for (const json& n : j.value("param_names", json::array())) {
+  for (const json& n : FieldOr(j, "param_names", json::array())) {
     if (n.is_string()) c->param_names.push_back(n.get<std::string>());
   }
-  for (const json& n : j.value("param_numels", json::array())) {
+  for (const json& n : FieldOr(j, "param_numels", json::array())) {
     if (n.is_number()) c->param_numels.push_back(n.get<int64_t>());
   }
   c->files.clear();
-  for (const json& f : j.value("files", json::array())) {
+  for (const json& f : FieldOr(j, "files", json::array())) {
     if (!f.is_object()) continue;
     CheckpointFileInfo info;
-    info.path = f.value("path", "");
-    info.rank = f.value("rank", 0);
-    info.bytes = f.value("bytes", int64_t{0});
-    info.checksum = f.value("checksum", "");
-    for (const json& r : f.value("ranges", json::array())) {
+    info.path = FieldOr(f, "path", "");
+    info.rank = FieldOr(f, "rank", 0);
+    info.bytes = FieldOr(f, "bytes", int64_t{0});
+    info.checksum = FieldOr(f, "checksum", "");
+    for (const json& r : FieldOr(f, "ranges", json::array())) {
       info.ranges.push_back(ParamRangeInfo{Get<int>(r, 0, 0), Get<int>(r, 1, 0),
                                            Get<int64_t>(r, 2, 0),
                                            Get<int64_t>(r, 3, 0)});
@@ -267,24 +267,24 @@ std::string MemberJson(const Member& m) {
 bool MemberFromJson(const std::string& text, Member* m) {
   json j = Parse(text);
   if (!j.is_object() || !j.contains("worker_id")) return false;
-  m->worker_id = j.value("worker_id", "");
-  m->name = j.value("name", "");
-  m->token = j.value("token", "");
-  m->address = j.value("address", "");
-  m->labels = LabelsFrom(j.value("labels", json::object()));
-  json dev = j.value("device", json::object());
+  m->worker_id = FieldOr(j, "worker_id", "");
+  m->name = FieldOr(j, "name", "");
+  m->token = FieldOr(j, "token", "");
+  m->address = FieldOr(j, "address", "");
+  m->labels = LabelsFrom(FieldOr(j, "labels", json::object()));
+  json dev = FieldOr(j, "device", json::object());
   if (dev.is_object()) {
-    m->device.kind = dev.value("kind", "");
-    m->device.model = dev.value("model", "");
-    m->device.memory_bytes = dev.value("memory_bytes", int64_t{0});
-    m->device.count = dev.value("count", 0);
+    m->device.kind = FieldOr(dev, "kind", "");
+    m->device.model = FieldOr(dev, "model", "");
+    m->device.memory_bytes = FieldOr(dev, "memory_bytes", int64_t{0});
+    m->device.count = FieldOr(dev, "count", 0);
   }
-  m->state = ParseMemberState(j.value("state", ""));
-  m->rank = j.value("rank", -1);
-  m->join_seq = j.value("join_seq", int64_t{0});
-  m->epoch = j.value("epoch", int64_t{0});
-  m->step = j.value("step", int64_t{0});
-  m->reason = j.value("reason", "");
+  m->state = ParseMemberState(FieldOr(j, "state", ""));
+  m->rank = FieldOr(j, "rank", -1);
+  m->join_seq = FieldOr(j, "join_seq", int64_t{0});
+  m->epoch = FieldOr(j, "epoch", int64_t{0});
+  m->step = FieldOr(j, "step", int64_t{0});
+  m->reason = FieldOr(j, "reason", "");
   return true;
 }
 
@@ -307,16 +307,16 @@ bool EpochRowFromJson(const std::string& text, StoredEpoch* e) {
   json j = Parse(text);
   if (!j.is_object() || !j.contains("epoch")) return false;
   EpochPlan& p = e->plan;
-  p.epoch = j.value("epoch", int64_t{0});
-  p.base_epoch = j.value("base_epoch", int64_t{0});
-  e->status = ParseEpochStatus(j.value("status", ""));
-  p.world = j.value("world", 0);
-  p.instances = j.value("instances", 0);
-  p.plan_hash = j.value("plan_hash", "");
-  p.resume_step = j.value("resume_step", int64_t{0});
-  p.slots = SlotsFromJson(j.value("slots_json", "[]"));
-  p.reason = j.value("reason", "");
-  EpochExtraFromJson(j.value("extra_json", "{}"), &p);
+  p.epoch = FieldOr(j, "epoch", int64_t{0});
+  p.base_epoch = FieldOr(j, "base_epoch", int64_t{0});
+  e->status = ParseEpochStatus(FieldOr(j, "status", ""));
+  p.world = FieldOr(j, "world", 0);
+  p.instances = FieldOr(j, "instances", 0);
+  p.plan_hash = FieldOr(j, "plan_hash", "");
+  p.resume_step = FieldOr(j, "resume_step", int64_t{0});
+  p.slots = SlotsFromJson(FieldOr(j, "slots_json", "[]"));
+  p.reason = FieldOr(j, "reason", "");
+  EpochExtraFromJson(FieldOr(j, "extra_json", "{}"), &p);
   return true;
 }
 

@@ -4,15 +4,47 @@
 // accept what older versions wrote (missing fields take their defaults).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/plan/moves.h"
+#include "nlohmann/json.hpp"
 #include "server/membership/checkpoint_types.h"
 #include "server/membership/types.h"
 #include "server/store/state_store.h"
 
 namespace zshard::server {
+
+// j[field] when `j` is an object holding a value of the fallback's JSON
+// type (string, boolean, integer, number; for a json fallback an array,
+// an object, or any value when it is null), else `fallback`. The stores'
+// readers use it so that a damaged or hand-edited value reads as a default
+// instead of throwing.
+template <typename T>
+T FieldOr(const nlohmann::json& j, const char* field, T fallback) {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(field);
+  if (it == j.end()) return fallback;
+  const nlohmann::json& v = *it;
+  if constexpr (std::is_same_v<T, nlohmann::json>) {
+    return fallback.is_null() || v.type() == fallback.type() ? v : fallback;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return v.is_string() ? v.get<std::string>() : fallback;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return v.is_boolean() ? v.get<bool>() : fallback;
+  } else if constexpr (std::is_integral_v<T>) {
+    return v.is_number_integer() ? v.get<T>() : fallback;
+  } else {
+    static_assert(std::is_floating_point_v<T>, "unsupported field type");
+    return v.is_number() ? v.get<T>() : fallback;
+  }
+}
+inline std::string FieldOr(const nlohmann::json& j, const char* field,
+                           const char* fallback) {
+  return FieldOr<std::string>(j, field, fallback);
+}
 
 std::string SlotsJson(const std::vector<Slot>& slots);
 std::vector<Slot> SlotsFromJson(const std::string& text);
