@@ -308,6 +308,7 @@ class Sweep {
     plan.moves.reserve(moves_.size());
     for (const auto& entry : order) {
       plan.moves.push_back(std::move(moves_[entry.second]));
+      plan.moves.back().index = static_cast<int>(plan.moves.size()) - 1;
     }
     for (const Move& m : plan.moves) {
       plan.bytes_moved += m.bytes();

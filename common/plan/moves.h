@@ -30,6 +30,11 @@ enum class MoveSource { kMember, kCheckpoint };
 
 // One transfer of the state of param elements [begin, end) to a new owner.
 struct Move {
+  // Position in the epoch's full list (MovePlan.moves): PlanMoves numbers
+  // its moves 0, 1, ... in order. A member is sent only its own moves, each
+  // with this index, and walks them in index order (see
+  // client/worker/reshard/state_mover.h); -1: unset.
+  int index = -1;
   MoveSource source = MoveSource::kMember;
   // kMember: the sender, its rank in the old ownership and where `begin`
   // lives in its (old) buffers. Unset (empty, -1) for kCheckpoint.
@@ -71,7 +76,7 @@ struct LostRange {
 
 struct MovePlan {
   // Sorted by (param_index, expert_rank, begin, dest_rank); adjacent ranges
-  // with the same source and destination are merged.
+  // with the same source and destination are merged. moves[i].index == i.
   std::vector<Move> moves;
   // Sum of bytes() over moves (checkpoint reads included).
   int64_t bytes_moved = 0;

@@ -93,6 +93,19 @@ absl::StatusOr<EpochMoves> PlanCheckpointMoves(
   return Convert(mp, &files);
 }
 
+MovesByMember IndexMovesByMember(const std::vector<plan::Move>& moves) {
+  MovesByMember out;
+  for (int i = 0; i < static_cast<int>(moves.size()); ++i) {
+    const plan::Move& m = moves[i];
+    if (m.source == plan::MoveSource::kMember &&
+        m.source_member != m.dest_member) {
+      out[m.source_member].push_back(i);
+    }
+    out[m.dest_member].push_back(i);
+  }
+  return out;
+}
+
 std::string DescribeLost(const plan::ModelSpec& model,
                          const plan::LostRange& lost) {
   std::string name =

@@ -2,12 +2,13 @@
 // ownership of the base epoch and of the proposal from their plans and rank
 // assignments, the state-movement planner in param space, and the
 // planner's moves (checkpoint sources named by file) with their
-// MoveSummary. Pure.
+// MoveSummary; each member's share of them. Pure.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "common/plan/moves.h"
 #include "common/plan/plan.h"
@@ -37,6 +38,13 @@ absl::StatusOr<EpochMoves> PlanMembersMoves(
 absl::StatusOr<EpochMoves> PlanCheckpointMoves(
     const plan::ModelSpec& model, const CheckpointRecord& checkpoint,
     const plan::Plan& next_plan, const EpochPlan& next);
+
+// Each member's moves in an epoch's list: the positions of the moves it
+// sends or receives (a checkpoint read under its receiver; a move to
+// itself once), ascending. Built once per epoch, so that sending every
+// watcher its own moves costs O(moves) in all, not O(moves) per watcher.
+using MovesByMember = absl::flat_hash_map<std::string, std::vector<int>>;
+MovesByMember IndexMovesByMember(const std::vector<plan::Move>& moves);
 
 // "param 'h.3.w' (expert rank 0) elements [0, 1280)".
 std::string DescribeLost(const plan::ModelSpec& model,

@@ -6,20 +6,65 @@
 
 namespace zshard::server {
 
+namespace {
+
+// `phase` of `plan` numbered `seq`: `latest` itself when it is that very
+// update (shared, so that a watcher's bytes are encoded once), else a copy.
+std::shared_ptr<const PlanUpdate> UpdateOf(
+    int64_t seq, PlanPhase phase, const EpochPlan& plan,
+    const std::shared_ptr<const PlanUpdate>& latest) {
+  if (latest != nullptr && latest->phase == phase &&
+      latest->plan.epoch == plan.epoch) {
+    return latest;
+  }
+  return std::make_shared<const PlanUpdate>(PlanUpdate{seq, phase, plan});
+}
+
+}  // namespace
+
+PlanUpdateLog::Snapshots PlanUpdateLog::MakeSnapshots(
+    int64_t seq, const EpochTransition& now,
+    const std::shared_ptr<const PlanUpdate>& latest) {
+  Snapshots out;
+  if (now.committed().epoch > 0) {
+    // A new watcher sees the committed epoch's moves until it is stable.
+    out.committed = UpdateOf(
+        seq,
+        now.committed_stable() ? PlanPhase::kStable : PlanPhase::kCommitted,
+        now.committed(), latest);
+  }
+  if (now.proposal() != nullptr) {
+    out.pending = UpdateOf(seq, PlanPhase::kProposed, *now.proposal(), latest);
+  } else if (now.abandoned() != nullptr) {
+    out.pending =
+        UpdateOf(seq, PlanPhase::kAbandoned, *now.abandoned(), latest);
+  }
+  return out;
+}
+
 void PlanUpdateLog::Publish(PlanPhase phase, const EpochPlan& plan,
                             const EpochTransition& now) {
+  int64_t seq = 0;
   {
     absl::MutexLock lock(&mu_);
-    auto update = std::make_shared<const PlanUpdate>(
-        PlanUpdate{next_seq_++, phase, plan});
-    log_.push_back(update);
-    while (static_cast<int>(log_.size()) > std::max(1, capacity_)) {
-      log_.pop_front();
-    }
-    seq_ = update->seq;
+    seq = next_seq_;
   }
-  Snapshot(now);
+  // Copied outside the lock: a plan may carry many moves. Only Publish
+  // and Snapshot change next_seq_, and they never run concurrently.
+  auto update =
+      std::make_shared<const PlanUpdate>(PlanUpdate{seq, phase, plan});
+  Snapshots snap = MakeSnapshots(seq, now, update);
+  // The update and the snapshot that includes it appear together: a
+  // watcher told that seq is the latest never gets an older snapshot.
   absl::MutexLock lock(&mu_);
+  next_seq_ = seq + 1;
+  log_.push_back(std::move(update));
+  while (static_cast<int>(log_.size()) > std::max(1, capacity_)) {
+    log_.pop_front();
+  }
+  seq_ = seq;
+  snap_committed_ = std::move(snap.committed);
+  snap_pending_ = std::move(snap.pending);
   cv_.SignalAll();
 }
 
@@ -29,25 +74,10 @@ void PlanUpdateLog::Snapshot(const EpochTransition& now) {
     absl::MutexLock lock(&mu_);
     seq = next_seq_ - 1;
   }
-  // Copied outside the lock: a plan may carry many moves.
-  std::shared_ptr<const PlanUpdate> committed, pending;
-  if (now.committed().epoch > 0) {
-    // A new watcher sees the committed epoch's moves until it is stable.
-    committed = std::make_shared<const PlanUpdate>(PlanUpdate{
-        seq,
-        now.committed_stable() ? PlanPhase::kStable : PlanPhase::kCommitted,
-        now.committed()});
-  }
-  if (now.proposal() != nullptr) {
-    pending = std::make_shared<const PlanUpdate>(
-        PlanUpdate{seq, PlanPhase::kProposed, *now.proposal()});
-  } else if (now.abandoned() != nullptr) {
-    pending = std::make_shared<const PlanUpdate>(
-        PlanUpdate{seq, PlanPhase::kAbandoned, *now.abandoned()});
-  }
+  Snapshots snap = MakeSnapshots(seq, now, nullptr);
   absl::MutexLock lock(&mu_);
-  snap_committed_ = std::move(committed);
-  snap_pending_ = std::move(pending);
+  snap_committed_ = std::move(snap.committed);
+  snap_pending_ = std::move(snap.pending);
 }
 
 WatchBatch PlanUpdateLog::Wait(int64_t after_seq, absl::Duration timeout) {

@@ -35,7 +35,9 @@ class PlanUpdateLog {
   explicit PlanUpdateLog(int capacity) : capacity_(capacity) {}
 
   // Appends `plan` in `phase` as the next update, makes `now`'s epochs the
-  // snapshot (see Snapshot) and wakes every waiter.
+  // snapshot (see Snapshot), both at once, and wakes every waiter. The
+  // snapshot shares the update itself where it is the same epoch and
+  // phase.
   void Publish(PlanPhase phase, const EpochPlan& plan,
                const EpochTransition& now);
   // What a new watcher gets first, from `now`: the committed epoch (its
@@ -51,6 +53,15 @@ class PlanUpdateLog {
   void Shutdown();
 
  private:
+  struct Snapshots {
+    std::shared_ptr<const PlanUpdate> committed, pending;
+  };
+  // What Snapshot describes, numbered `seq`; `latest` (may be null) is
+  // shared where it is one of them.
+  static Snapshots MakeSnapshots(
+      int64_t seq, const EpochTransition& now,
+      const std::shared_ptr<const PlanUpdate>& latest);
+
   const int capacity_;
   absl::Mutex mu_;
   absl::CondVar cv_;

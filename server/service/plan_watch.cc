@@ -4,11 +4,46 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/time/time.h"
+#include "server/membership/epoch_moves.h"
 #include "server/service/proto_convert.h"
 
 namespace zshard::server {
+
+std::shared_ptr<const PlanBytesCache::EpochMoveBytes>
+PlanBytesCache::MovesOfLocked(const EpochPlan& plan) {
+  for (const auto& m : epoch_moves_) {
+    if (m->epoch == plan.epoch && m->moves == plan.moves.size() &&
+        m->bytes_moved == plan.summary.bytes_moved) {
+      return m;
+    }
+  }
+  auto out = std::make_shared<EpochMoveBytes>();
+  out->epoch = plan.epoch;
+  out->moves = plan.moves.size();
+  out->bytes_moved = plan.summary.bytes_moved;
+  if (!plan.moves.empty()) {
+    // Each move encoded once as field 8 (tag, length, bytes); a member's
+    // slice is its moves' encodings in index order.
+    std::vector<std::string> encoded(plan.moves.size());
+    v1::PlanUpdate one;
+    for (size_t i = 0; i < plan.moves.size(); ++i) {
+      one.clear_moves();
+      ToProto(plan.moves[i], static_cast<int>(i), one.add_moves());
+      encoded[i] = one.SerializeAsString();
+    }
+    for (const auto& [member, indices] : IndexMovesByMember(plan.moves)) {
+      std::string bytes;
+      for (int i : indices) bytes += encoded[i];
+      out->own.emplace(member, grpc::Slice(bytes));
+    }
+  }
+  epoch_moves_.push_back(out);
+  if (epoch_moves_.size() > 2) epoch_moves_.pop_front();
+  return out;
+}
 
 grpc::ByteBuffer PlanBytesCache::Get(
     const std::shared_ptr<const PlanUpdate>& update,
@@ -22,11 +57,9 @@ grpc::ByteBuffer PlanBytesCache::Get(
     if (entry == nullptr) {
       auto e = std::make_shared<Entry>();
       e->update = update;
-      PlanUpdate bare = *update;  // everything but the slots
-      bare.plan.slots.clear();
       const EpochPlan& p = update->plan;
       v1::PlanUpdate proto;
-      ToProto(bare, &proto);
+      ToProtoShared(*update, &proto);  // no slots, no moves
       e->base = grpc::Slice(proto.SerializeAsString());
       // Field 7 (assignments) encoded alone: appended, it parses as one
       // more element of the repeated field.
@@ -35,15 +68,19 @@ grpc::ByteBuffer PlanBytesCache::Get(
         ToProto(slot, one.add_assignments());
         e->own.emplace(slot.worker_id, grpc::Slice(one.SerializeAsString()));
       }
+      e->moves = MovesOfLocked(p);
       entries_.push_back(e);
       if (entries_.size() > 16) entries_.pop_front();
       entry = std::move(e);
     }
   }
+  grpc::Slice slices[3] = {entry->base};
+  size_t n = 1;
   auto it = entry->own.find(worker_id);
-  if (it == entry->own.end()) return grpc::ByteBuffer(&entry->base, 1);
-  grpc::Slice slices[2] = {entry->base, it->second};
-  return grpc::ByteBuffer(slices, 2);
+  if (it != entry->own.end()) slices[n++] = it->second;
+  auto moves = entry->moves->own.find(worker_id);
+  if (moves != entry->moves->own.end()) slices[n++] = moves->second;
+  return grpc::ByteBuffer(slices, n);
 }
 
 PlanWatchHub::PlanWatchHub(Membership* membership) : membership_(membership) {

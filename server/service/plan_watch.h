@@ -1,9 +1,11 @@
 // WatchPlan on gRPC's callback API: one reactor per open stream and one
 // notifier thread that waits on the membership's update log and wakes the
 // reactors, so thousands of open watches cost no threads. Fan-out is cheap:
-// an update is serialised once without its assignments, and each watcher
-// gets those bytes plus its own assignment (O(1) per member, not O(world));
-// a watcher that falls behind gets the latest state, not every step, and
+// an update is serialised once without its assignments and moves, and each
+// watcher gets those bytes plus its own assignment and its own moves (those
+// it sends or receives, each with its index in the epoch's list), so an
+// update costs O(1 + own moves) per member, not O(world + every move); a
+// watcher that falls behind gets the latest state, not every step, and
 // never delays the others (each stream writes on its own).
 #pragma once
 
@@ -26,24 +28,42 @@ namespace zshard::server {
 
 // Serialises each plan update once, however many watchers send it (the
 // stream is a raw-bytes method, so the bytes go out as they are): the
-// update without assignments, and each listed member's assignment as its
-// own encoded field, appended for that member only. Thread-safe; keeps the
-// last 16 updates.
+// update without assignments and moves, each listed member's assignment as
+// its own encoded field, and each member's moves as their own encoded
+// fields, appended for that member only (appended, an encoded element of a
+// repeated field parses as one more element). The moves are encoded once
+// per epoch (IndexMovesByMember), not once per update: an epoch's moves
+// are fixed when it is proposed, and its COMMITTED, STABLE and snapshot
+// updates share them. Thread-safe; keeps the last 16 updates and the moves
+// of the last 2 epochs.
 class PlanBytesCache {
  public:
   // The bytes of `update` for `worker_id`: its own assignment (if listed)
-  // and no one else's.
+  // and its own moves, and no one else's.
   grpc::ByteBuffer Get(const std::shared_ptr<const PlanUpdate>& update,
                        const std::string& worker_id);
 
  private:
+  // One epoch's moves, each member's encoded as fields 8 of a PlanUpdate.
+  struct EpochMoveBytes {
+    int64_t epoch = 0;
+    size_t moves = 0;
+    int64_t bytes_moved = 0;
+    std::unordered_map<std::string, grpc::Slice> own;
+  };
   struct Entry {
     std::shared_ptr<const PlanUpdate> update;
     grpc::Slice base;
     std::unordered_map<std::string, grpc::Slice> own;
+    std::shared_ptr<const EpochMoveBytes> moves;
   };
+  std::shared_ptr<const EpochMoveBytes> MovesOfLocked(const EpochPlan& plan)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   absl::Mutex mu_;
   std::deque<std::shared_ptr<const Entry>> entries_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<const EpochMoveBytes>> epoch_moves_
+      ABSL_GUARDED_BY(mu_);
 };
 
 class PlanWatchReactor;

@@ -59,7 +59,7 @@ void ToProto(const Slot& slot, v1::Assignment* out) {
   out->mutable_labels()->insert(slot.labels.begin(), slot.labels.end());
 }
 
-void ToProto(const plan::Move& move, v1::Move* out) {
+void ToProto(const plan::Move& move, int index, v1::Move* out) {
   out->set_from_rank(move.source == plan::MoveSource::kMember ? move.source_rank
                                                               : -1);
   out->set_to_rank(move.dest_rank);
@@ -74,9 +74,10 @@ void ToProto(const plan::Move& move, v1::Move* out) {
   out->set_begin(move.begin);
   out->set_end(move.end);
   out->set_checkpoint_file(move.checkpoint_file);
+  out->set_index(index);
 }
 
-void ToProto(const PlanUpdate& update, v1::PlanUpdate* out) {
+void ToProtoShared(const PlanUpdate& update, v1::PlanUpdate* out) {
   const EpochPlan& p = update.plan;
   out->set_epoch(p.epoch);
   out->set_phase(ToProto(update.phase));
@@ -87,10 +88,7 @@ void ToProto(const PlanUpdate& update, v1::PlanUpdate* out) {
   out->set_base_epoch(p.base_epoch);
   out->set_reason(p.reason);
   out->set_spares(p.spares);
-  for (const Slot& s : p.slots) ToProto(s, out->add_assignments());
   out->set_resume_adam_step(p.resume_adam_step);
-  out->mutable_moves()->Reserve(static_cast<int>(p.moves.size()));
-  for (const plan::Move& m : p.moves) ToProto(m, out->add_moves());
   const MoveSummary& s = p.summary;
   if (!p.moves.empty() || s.lower_bound_bytes > 0) {
     v1::MoveSummary* ps = out->mutable_move_summary();
@@ -108,6 +106,16 @@ void ToProto(const PlanUpdate& update, v1::PlanUpdate* out) {
   }
   out->set_finish_pending_step(p.finish_pending_step);
   for (double v : p.commit_values) out->add_commit_values(v);
+}
+
+void ToProto(const PlanUpdate& update, v1::PlanUpdate* out) {
+  ToProtoShared(update, out);
+  const EpochPlan& p = update.plan;
+  for (const Slot& s : p.slots) ToProto(s, out->add_assignments());
+  out->mutable_moves()->Reserve(static_cast<int>(p.moves.size()));
+  for (size_t i = 0; i < p.moves.size(); ++i) {
+    ToProto(p.moves[i], static_cast<int>(i), out->add_moves());
+  }
 }
 
 void ToProto(const ClusterView& view, v1::GetClusterStatusResponse* out) {

@@ -24,11 +24,10 @@ uint64_t Checksum(const char* data, size_t bytes) {
 
 }  // namespace
 
-RangeTransfer::RangeTransfer(comm::Communicator* comm, size_t chunk_bytes,
+RangeTransfer::RangeTransfer(size_t chunk_bytes,
                              std::function<void(absl::Span<char>)> tamper,
                              const std::atomic<bool>* aborted)
-    : comm_(comm),
-      chunk_elements_(
+    : chunk_elements_(
           std::max<int64_t>(1, static_cast<int64_t>(chunk_bytes) / 12)),
       tamper_(std::move(tamper)),
       aborted_(aborted) {}
@@ -45,7 +44,8 @@ absl::Status RangeTransfer::CheckAborted() const {
 // the receiver verifies and unpacks chunk k while chunk k+1 arrives. Two
 // scratch buffers alternate; a buffer is reused only after the work on it
 // is done.
-absl::Status RangeTransfer::Send(int peer, uint32_t tag,
+absl::Status RangeTransfer::Send(comm::Communicator& comm, int peer,
+                                 uint32_t tag,
                                  const engine::EngineBuffers& from,
                                  absl::Span<const Slice> slices, int64_t begin,
                                  int64_t end) {
@@ -73,8 +73,8 @@ absl::Status RangeTransfer::Send(int peer, uint32_t tag,
       packing = std::async(std::launch::async,
                            [&pack, next, spare] { return pack(next, *spare); });
     }
-    const absl::Status sent = comm_->Send(peer, scratch_[current].data(),
-                                          scratch_[current].size(), tag);
+    const absl::Status sent = comm.Send(peer, scratch_[current].data(),
+                                        scratch_[current].size(), tag);
     const absl::Status packed =
         packing.valid() ? packing.get() : absl::OkStatus();
     ZSHARD_RETURN_IF_ERROR(sent);
@@ -84,8 +84,8 @@ absl::Status RangeTransfer::Send(int peer, uint32_t tag,
   return absl::OkStatus();
 }
 
-absl::Status RangeTransfer::Recv(int peer, uint32_t tag,
-                                 engine::EngineBuffers& to,
+absl::Status RangeTransfer::Recv(comm::Communicator& comm, int peer,
+                                 uint32_t tag, engine::EngineBuffers& to,
                                  absl::Span<const Slice> slices, int64_t begin,
                                  int64_t end) {
   // Checks the chunk at `b` held in `buf` and writes it into `to`.
@@ -112,7 +112,7 @@ absl::Status RangeTransfer::Recv(int peer, uint32_t tag,
     if (status.ok()) {
       const int64_t n = std::min(end, b + chunk_elements_) - b;
       buf.resize(PayloadBytes(n) + kChecksumBytes);
-      status = comm_->Recv(peer, buf.data(), buf.size(), tag);
+      status = comm.Recv(peer, buf.data(), buf.size(), tag);
     }
     // The previous chunk first: its error is the earlier one.
     const absl::Status previous = finish();

@@ -1,13 +1,13 @@
-// StateMover: keeps the local ranges, connects the participants of the
-// member moves, walks the move list (send, receive, read a checkpoint),
-// and checks that every owned element of the new buffers was filled.
+// StateMover: keeps the local ranges, walks this worker's moves in index
+// order (send to or receive from a peer over the pair's link, read a
+// checkpoint, copy locally), and checks that every owned element of the
+// new buffers was filled.
 #include "client/worker/reshard/state_mover.h"
 
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <optional>
-#include <set>
 #include <utility>
 
 #include "absl/strings/cord.h"
@@ -153,14 +153,31 @@ absl::Status WithContext(const absl::Status& status,
   return out;
 }
 
-StateMover::StateMover(MoveInput input) : input_(std::move(input)) {}
+namespace {
+
+PeerLinkOptions LinkOptions(const MoveInput& in,
+                            const std::atomic<bool>* aborted) {
+  PeerLinkOptions o;
+  o.self = in.self;
+  o.store = in.store;
+  o.group = in.group;
+  o.timeout_ms = in.timeout_ms;
+  o.hostname = in.hostname;
+  o.host_transport = in.host_transport;
+  o.aborted = aborted;
+  return o;
+}
+
+}  // namespace
+
+StateMover::StateMover(MoveInput input)
+    : input_(std::move(input)), links_(LinkOptions(input_, &aborted_)) {}
 
 StateMover::~StateMover() = default;
 
 void StateMover::Abort() {
   aborted_ = true;
-  absl::MutexLock lock(&mu_);
-  if (comm_ != nullptr) comm_->Abort();
+  links_.Abort();
 }
 
 absl::StatusOr<MoveStats> StateMover::Run() {
@@ -178,30 +195,6 @@ absl::StatusOr<MoveStats> StateMover::Run() {
   return stats;
 }
 
-absl::StatusOr<std::unique_ptr<comm::Communicator>> StateMover::Connect(
-    const std::vector<std::string>& participants, int index) {
-  if (input_.store == nullptr) {
-    return absl::InvalidArgumentError(
-        "state moves: a rendezvous store is required for member moves");
-  }
-  AbortableStore store(input_.store, &aborted_);
-  comm::CommOptions co;
-  co.rank = index;
-  co.size = static_cast<int>(participants.size());
-  co.group = input_.group;
-  co.store = &store;
-  co.timeout_ms = input_.timeout_ms;
-  co.hostname = input_.hostname;
-  co.host_transport = input_.host_transport;
-  ZSHARD_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> comm,
-                          comm::CreateCommunicator(co));
-  absl::MutexLock lock(&mu_);
-  comm_ = comm.get();
-  // An Abort that came while connecting found no communicator to abort.
-  if (aborted_) comm_->Abort();
-  return comm;
-}
-
 absl::Status StateMover::RunMoves(MoveStats& stats) {
   if (aborted_) return absl::AbortedError("state moves: aborted");
   const engine::EngineBuffers* old_state = input_.old_state;
@@ -217,29 +210,48 @@ absl::Status StateMover::RunMoves(MoveStats& stats) {
     stats.bytes_kept = kStateBytes * kept;
   }
 
-  // Resolve every move this worker takes part in before any traffic, so a
-  // move it cannot serve fails here.
+  // This worker's moves in index order, each resolved before any traffic,
+  // so that a move it cannot serve fails here.
   const std::string& self = input_.self;
   struct Mine {
+    const plan::Move* move = nullptr;
+    bool sends = false, receives = false;
+    std::string peer;  // the other member of a move between two
     std::vector<Slice> from, to;
   };
-  std::vector<Mine> mine(input_.moves.size());
-  std::set<std::string> members;
-  for (size_t i = 0; i < input_.moves.size(); ++i) {
-    const plan::Move& m = input_.moves[i];
-    if (m.source == plan::MoveSource::kMember) {
-      members.insert(m.source_member);
-      members.insert(m.dest_member);
+  std::vector<Mine> mine;
+  for (const plan::Move& m : input_.moves) {
+    Mine x;
+    x.move = &m;
+    x.sends = m.source == plan::MoveSource::kMember && m.source_member == self;
+    x.receives = m.dest_member == self;
+    if (!x.sends && !x.receives) continue;
+    if (x.sends && !x.receives) x.peer = m.dest_member;
+    if (x.receives && !x.sends && m.source == plan::MoveSource::kMember) {
+      x.peer = m.source_member;
     }
-    const bool sends =
-        m.source == plan::MoveSource::kMember && m.source_member == self;
-    const bool receives = m.dest_member == self;
+    mine.push_back(std::move(x));
+  }
+  std::stable_sort(mine.begin(), mine.end(), [](const Mine& a, const Mine& b) {
+    return a.move->index < b.move->index;
+  });
+  std::map<std::string, size_t> last_with;  // peer -> its last move in mine
+  int previous_index = -1;
+  for (size_t k = 0; k < mine.size(); ++k) {
+    Mine& x = mine[k];
+    const plan::Move& m = *x.move;
     auto bad = [&](const std::string& why) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("state moves: move ", i, " of param ", m.param_index,
-                       " elements [", m.begin, ", ", m.end, "): ", why));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "state moves: move ", m.index, " of param ", m.param_index,
+          " elements [", m.begin, ", ", m.end, "): ", why));
     };
-    if (sends) {
+    if (!x.peer.empty()) {
+      if (m.index < 0) return bad("it has no index in the epoch's moves");
+      if (m.index == previous_index) return bad("its index is seen twice");
+      previous_index = m.index;
+      last_with[x.peer] = k;
+    }
+    if (x.sends) {
       if (!old_space) return bad("this worker holds no state to send");
       if (m.source_rank != old_state->rank_plan().rank) {
         return bad(absl::StrCat("it names sender rank ", m.source_rank,
@@ -247,10 +259,10 @@ absl::Status StateMover::RunMoves(MoveStats& stats) {
                                 old_state->rank_plan().rank));
       }
       ZSHARD_ASSIGN_OR_RETURN(
-          mine[i].from,
+          x.from,
           old_space->Find(m.param_index, m.expert_rank, m.begin, m.end));
     }
-    if (receives) {
+    if (x.receives) {
       if (!new_space) return bad("this worker has no new buffers");
       if (m.dest_rank != new_state->rank_plan().rank) {
         return bad(absl::StrCat("it names receiver rank ", m.dest_rank,
@@ -258,47 +270,21 @@ absl::Status StateMover::RunMoves(MoveStats& stats) {
                                 new_state->rank_plan().rank));
       }
       ZSHARD_ASSIGN_OR_RETURN(
-          mine[i].to,
-          new_space->Find(m.param_index, m.expert_rank, m.begin, m.end));
+          x.to, new_space->Find(m.param_index, m.expert_rank, m.begin, m.end));
     }
   }
 
-  const std::vector<std::string> participants(members.begin(), members.end());
-  const auto me = std::find(participants.begin(), participants.end(), self);
-  std::unique_ptr<comm::Communicator> comm;
-  std::map<std::string, int> index;
-  if (me != participants.end() && participants.size() >= 2) {
-    for (size_t k = 0; k < participants.size(); ++k) {
-      index[participants[k]] = static_cast<int>(k);
-    }
-    ZSHARD_ASSIGN_OR_RETURN(
-        comm,
-        Connect(participants, static_cast<int>(me - participants.begin())));
-  }
-  // Unpublish before the communicator goes away.
-  struct Unpublish {
-    StateMover* mover;
-    ~Unpublish() {
-      absl::MutexLock lock(&mover->mu_);
-      mover->comm_ = nullptr;
-    }
-  } unpublish{this};
-
-  RangeTransfer transfer(comm.get(), input_.chunk_bytes, input_.tamper_chunk,
-                         &aborted_);
+  RangeTransfer transfer(input_.chunk_bytes, input_.tamper_chunk, &aborted_);
   std::map<std::string, checkpoint::RankFileReader> readers;
-  for (size_t i = 0; i < input_.moves.size(); ++i) {
-    const plan::Move& m = input_.moves[i];
-    const bool sends =
-        m.source == plan::MoveSource::kMember && m.source_member == self;
-    const bool receives = m.dest_member == self;
-    if (!sends && !receives) continue;
+  for (size_t k = 0; k < mine.size(); ++k) {
+    const Mine& x = mine[k];
+    const plan::Move& m = *x.move;
     if (aborted_) return absl::AbortedError("state moves: aborted");
     const std::string what = absl::StrCat(
-        "state moves: ", RangeName(receives ? *new_state : *old_state,
+        "state moves: ", RangeName(x.receives ? *new_state : *old_state,
                                    m.param_index, m.begin, m.end));
     const int64_t bytes = kStateBytes * (m.end - m.begin);
-    const uint32_t tag = static_cast<uint32_t>(i);
+    const uint32_t tag = static_cast<uint32_t>(m.index);
     if (m.source == plan::MoveSource::kCheckpoint) {
       if (m.fragment < 0 ||
           m.fragment >= static_cast<int>(input_.checkpoint_files.size())) {
@@ -324,37 +310,50 @@ absl::Status StateMover::RunMoves(MoveStats& stats) {
         }
         it = readers.emplace(file, std::move(*reader)).first;
       }
-      absl::Status s = ReadRange(it->second, m, *new_state, mine[i].to);
+      absl::Status s = ReadRange(it->second, m, *new_state, x.to);
       if (!s.ok()) return WithContext(s, what);
       stats.bytes_from_checkpoint += bytes;
-    } else if (sends && receives) {  // to itself: a local copy
-      absl::Status s =
-          CopyRange(*old_state, mine[i].from, *new_state, mine[i].to);
+      coverage.Add(m.param_index, m.begin, m.end);
+      continue;
+    }
+    if (x.sends && x.receives) {  // to itself: a local copy
+      absl::Status s = CopyRange(*old_state, x.from, *new_state, x.to);
       if (!s.ok()) return WithContext(s, what);
       stats.bytes_kept += bytes;
-    } else if (sends) {
-      absl::Status s = transfer.Send(index.at(m.dest_member), tag, *old_state,
-                                     mine[i].from, m.begin, m.end);
-      if (!s.ok()) {
-        return WithContext(s, absl::StrCat(what, " to ", m.dest_member));
-      }
-      stats.bytes_sent += bytes;
+      coverage.Add(m.param_index, m.begin, m.end);
       continue;
+    }
+    absl::StatusOr<comm::Communicator*> link = links_.Open(x.peer);
+    absl::Status s = link.status();
+    if (x.sends) {
+      if (s.ok()) {
+        s = transfer.Send(**link, links_.PeerRank(x.peer), tag, *old_state,
+                          x.from, m.begin, m.end);
+      }
+      if (!s.ok()) return WithContext(s, absl::StrCat(what, " to ", x.peer));
+      stats.bytes_sent += bytes;
     } else {
-      absl::Status s = transfer.Recv(index.at(m.source_member), tag, *new_state,
-                                     mine[i].to, m.begin, m.end);
+      if (s.ok()) {
+        s = transfer.Recv(**link, links_.PeerRank(x.peer), tag, *new_state,
+                          x.to, m.begin, m.end);
+      }
       if (!s.ok()) {
         absl::Status failed =
-            WithContext(s, absl::StrCat(what, " from ", m.source_member));
-        failed.SetPayload(kFailedSourcePayload, absl::Cord(m.source_member));
+            WithContext(s, absl::StrCat(what, " from ", x.peer));
+        failed.SetPayload(kFailedSourcePayload, absl::Cord(x.peer));
         return failed;
       }
       stats.bytes_received += bytes;
+      coverage.Add(m.param_index, m.begin, m.end);
     }
-    coverage.Add(m.param_index, m.begin, m.end);
+    if (last_with.at(x.peer) == k) {
+      absl::Status closed = links_.Close(x.peer);
+      if (!closed.ok()) {
+        return WithContext(
+            closed, absl::StrCat("state moves: closing the link to ", x.peer));
+      }
+    }
   }
-  // Nobody closes connections a peer may still be reading from.
-  if (comm) ZSHARD_RETURN_IF_ERROR(comm->Barrier());
 
   if (new_space) {
     if (auto gap = coverage.FirstGap(*new_space)) {

@@ -1,11 +1,30 @@
 // StateMover: executes one epoch's moves of optimizer state (DESIGN.md
 // section 6) on this worker: copies the ranges it keeps from its old
 // buffers into its new ones (device to device), sends the ranges it gives
-// away and receives the ranges it gets over one host Communicator spanning
-// the members that take part, in bounded chunks each verified by a
-// checksum, and reads the ranges whose source is a checkpoint file. State
+// away and receives the ranges it gets, in bounded chunks each verified by
+// a checksum, and reads the ranges whose source is a checkpoint file. State
 // is addressed in param space (plan::Move), so old and new buffers may have
 // any world, instance count or bucket size.
+//
+// A member is given only its own moves (the coordinator sends each watcher
+// the moves it sends or receives), each with its index in the epoch's full
+// list (plan::Move::index). Every member walks its moves in index order,
+// so the moves of the whole epoch form one global sequence that each member
+// follows its part of, and each move involves at most two members: the
+// smallest unfinished move always has both endpoints ready for it (each
+// has finished every smaller move of its own, since all smaller moves are
+// finished), so the walk never deadlocks. The index also tags the move's
+// messages.
+//
+// Bytes travel over one 2-member host communicator per peer this member
+// exchanges with (PeerLinks: group "<group>/<a>/<b>" of the sorted pair in
+// the epoch-scoped store), joined at the first move with that peer and
+// closed, after a barrier, right after the last one (a step of the same
+// global sequence, so still no deadlock). One communicator over all N
+// participants would be a full mesh of N(N-1)/2 connections, and every
+// member would need every move to know N; pairwise communicators cost only
+// the pairs that actually exchange bytes, which is also what makes large
+// re-shards cheap.
 //
 // On every device the moves travel through host memory over the host
 // transport (tcp or shm), the buffers' device copying each chunk out of or
@@ -14,7 +33,7 @@
 // checksum of every chunk is taken and checked on the host bytes that
 // travel; a sender may be a member that holds no rank, or no GPU, in the
 // new epoch; checkpoint sources are host files anyway; and a host
-// communicator over the participants is cheap to make for each epoch and
+// communicator between two members is cheap to make for each epoch and
 // aborts promptly, where an NCCL communicator over an ad-hoc set of members
 // would cost a full NCCL initialisation per transition.
 #pragma once
@@ -26,13 +45,12 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "client/worker/comm/communicator.h"
 #include "client/worker/comm/kv_store.h"
 #include "client/worker/engine/engine_buffers.h"
+#include "client/worker/reshard/peer_links.h"
 #include "common/plan/moves.h"
 
 namespace zshard::reshard {
@@ -51,8 +69,11 @@ struct MoveInput {
   // window). Params outside owned windows are left to the caller's
   // all-gather. Not owned.
   engine::EngineBuffers* new_state = nullptr;
-  // The epoch's moves, in the update's order (every member passes the same
-  // list).
+  // This worker's moves: those it sends or receives, each with its index in
+  // the epoch's full list (moves naming neither end as this worker are
+  // ignored, so the full list works too). Any order: they run in index
+  // order. A move between two different members needs an index >= 0,
+  // unique among them.
   std::vector<plan::Move> moves;
   // The files that checkpoint sources read, indexed by Move.fragment,
   // relative to checkpoint_dir.
@@ -63,7 +84,8 @@ struct MoveInput {
   // Rendezvous store scoped to the new epoch; required when this worker
   // sends or receives a member move. Not owned.
   comm::KvStore* store = nullptr;
-  // Communicator group name inside `store`. Default "moves".
+  // Prefix of the pair communicators' group names inside `store` (see
+  // PeerLinks). Default "moves".
   std::string group = "moves";
   // Bound on the rendezvous and on every send/recv. Default 30 s.
   int64_t timeout_ms = 30000;
@@ -107,17 +129,17 @@ class StateMover {
   StateMover(const StateMover&) = delete;
   StateMover& operator=(const StateMover&) = delete;
 
-  // Runs every move this worker takes part in, in list order (each member
-  // walks the same list, so sends and receives pair up without deadlock).
-  // When old_state and new_state are both set, every element of new_state's
-  // owned windows that old_state also owns is copied locally first; then
-  // every owned element of new_state must have been kept, received or read
-  // (Internal otherwise, naming the first missing range). Errors: DataLoss
-  // for a checksum mismatch or a missing, unreadable or damaged checkpoint
-  // file (naming the range), the communicator's status (Aborted,
-  // DeadlineExceeded, Unavailable) for a peer that fails, InvalidArgument
-  // for a move that names a param or range this worker's buffers do not
-  // hold.
+  // Runs every move this worker takes part in, in index order (see the
+  // comment at the top). When old_state and new_state are both set, every
+  // element of new_state's owned windows that old_state also owns is copied
+  // locally first; then every owned element of new_state must have been kept,
+  // received or read (Internal otherwise, naming the first missing range).
+  // Errors: DataLoss for a checksum mismatch or a missing, unreadable or
+  // damaged checkpoint file (naming the range), the communicator's status
+  // (Aborted, DeadlineExceeded, Unavailable) for a peer that fails,
+  // InvalidArgument for a move that names a param or range this worker's
+  // buffers do not hold, or a member move without an index or with one seen
+  // twice.
   absl::StatusOr<MoveStats> Run();
 
   // Makes a Run in progress (and any later one) fail promptly with
@@ -125,17 +147,13 @@ class StateMover {
   void Abort();
 
  private:
-  // Joins the communicator of `participants` (sorted worker ids, this one
-  // at `index`) and publishes it to Abort.
-  absl::StatusOr<std::unique_ptr<comm::Communicator>> Connect(
-      const std::vector<std::string>& participants, int index);
-  // Everything but the timing: keep, connect, walk the moves, check.
+  // Everything but the timing: keep, walk the moves, check.
   absl::Status RunMoves(MoveStats& stats);
 
   MoveInput input_;
   std::atomic<bool> aborted_{false};
-  absl::Mutex mu_;
-  comm::Communicator* comm_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // The links to this worker's peers, for Abort.
+  PeerLinks links_;
 };
 
 }  // namespace zshard::reshard

@@ -34,9 +34,10 @@ struct EpochInfo {
   int64_t base_epoch = 0;
   // Adam updates applied by resume_step.
   int64_t resume_adam_step = 0;
-  // The state to move before the epoch is ready, in the update's order.
-  // Only the destination's buffer, bucket and offset are known (the
-  // source's are -1); a checkpoint source's fragment indexes
+  // The state to move before the epoch is ready: this worker's own moves
+  // (the update carries no others), each with its index in the epoch's
+  // full list. Only the destination's buffer, bucket and offset are known
+  // (the source's are -1); a checkpoint source's fragment indexes
   // checkpoint_files.
   std::vector<plan::Move> moves;
   // The files that checkpoint sources read, relative to restore_dir.

@@ -40,6 +40,7 @@ plan::Assignment ToAssignment(const v1::Assignment& a) {
 // index into `files`, which lists each file once in order of first use.
 plan::Move ToMove(const v1::Move& m, std::vector<std::string>& files) {
   plan::Move out;
+  out.index = m.index();
   out.source = m.from_worker_id().empty() ? plan::MoveSource::kCheckpoint
                                           : plan::MoveSource::kMember;
   out.source_member = m.from_worker_id();

@@ -120,6 +120,7 @@ TEST_F(TransitionPhasesTest, CommitConvertsMovesAndAssignmentsOnce) {
   sent->set_expert_rank(1);
   sent->set_begin(10);
   sent->set_end(20);
+  sent->set_index(7);  // its place in the epoch's full list
   // Three checkpoint reads from two files: each file is listed once.
   for (const char* file :
        {"rank-00001.zsc", "rank-00000.zsc", "rank-00001.zsc"}) {
@@ -146,6 +147,7 @@ TEST_F(TransitionPhasesTest, CommitConvertsMovesAndAssignmentsOnce) {
   EXPECT_EQ(m.expert_rank, 1);
   EXPECT_EQ(m.begin, 10);
   EXPECT_EQ(m.end, 20);
+  EXPECT_EQ(m.index, 7);
   EXPECT_EQ(info.checkpoint_files,
             (std::vector<std::string>{"rank-00001.zsc", "rank-00000.zsc"}));
   for (int i = 1; i < 4; ++i) {
