@@ -23,12 +23,15 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/net/leader_redirect.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "server/store/etcd_client.h"
 #include "tests/integration/elastic_cluster.h"
 #include "tests/integration/elastic_expect.h"
 #include "tests/integration/ha_probe.h"
@@ -90,6 +93,27 @@ class HaFailoverTest : public ::testing::Test {
     auto etcd = EtcdCluster::Start(3);
     ASSERT_TRUE(etcd.ok()) << etcd.status();
     etcd_ = *std::move(etcd);
+    server::EtcdClientOptions o;
+    o.endpoints = etcd_->endpoints();
+    auto client = server::EtcdClient::Create(o);
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *std::move(client);
+  }
+
+  // Whether the store holds an event of `e`'s kind and reason: the
+  // leader's write of it is durable (the dashboard shows an event once it
+  // happened, the store once its group commit is applied).
+  bool Stored(const v1::Event& e) {
+    auto r = client_->RangePrefix(absl::StrCat(kPrefix, "/events/"));
+    if (!r.ok()) return false;
+    for (const auto& kv : r->kvs) {
+      auto j = nlohmann::json::parse(kv.value, nullptr, false);
+      if (j.is_object() && j.value("kind", "") == e.kind() &&
+          j.value("reason", "") == e.reason()) {
+        return true;
+      }
+    }
+    return false;
   }
 
   // Starts (or restarts) coordinator `c` on its address.
@@ -181,6 +205,10 @@ class HaFailoverTest : public ::testing::Test {
       return absl::DeadlineExceededError(
           absl::StrCat("no '", kind, "' event after seq ", after_seq));
     }
+    std::printf("  after seq %lld: %lld %s %s\n",
+                static_cast<long long>(after_seq),
+                static_cast<long long>(found.front().seq()), kind.c_str(),
+                found.front().reason().c_str());
     return found.front();
   }
 
@@ -231,6 +259,7 @@ class HaFailoverTest : public ::testing::Test {
   uint64_t seed_ = 0;
   std::mt19937_64 rng_;
   std::unique_ptr<EtcdCluster> etcd_;
+  std::unique_ptr<server::EtcdClient> client_;
   std::unique_ptr<ElasticRun> run_;
   std::string job_path_;
   std::vector<Coordinator> coordinators_;
@@ -304,11 +333,22 @@ TEST_F(HaFailoverTest, LeaderKilledFiveTimesWhileTrainingEndsAtTheReference) {
   // 3. One etcd member down during a failover, then back.
   ASSERT_TRUE(RandomMoment("etcd member kill")) << "the job ended first";
   const int member = std::uniform_int_distribution<int>(0, 2)(rng_);
-  std::printf("  etcd member %d killed\n", member);
   etcd_->Kill(member);
+  // If it led etcd, the others elect a leader first (etcd then renews every
+  // lease to its full TTL, the dead coordinator's too): the failover below
+  // is measured with one member down, not across etcd's own election.
+  const int64_t etcd_killed = SteadyMs();
+  absl::Status elected = etcd_->WaitForLeader(15000);
+  ASSERT_TRUE(elected.ok()) << elected;
+  std::printf(
+      "  etcd member %d killed; the others agree on a leader after "
+      "%lld ms\n",
+      member, static_cast<long long>(SteadyMs() - etcd_killed));
   ASSERT_TRUE(RandomMoment("failover 3")) << "the job ended first";
   ASSERT_NO_FATAL_FAILURE(KillLeader("one etcd member down"));
   ASSERT_TRUE(etcd_->Restart(member).ok()) << "etcd member " << member;
+  elected = etcd_->WaitForLeader(15000);
+  ASSERT_TRUE(elected.ok()) << elected;
   std::printf("  etcd member %d restarted\n", member);
 
   // 4. A new spare, then a rank dies: the leader dies right after the
@@ -332,6 +372,18 @@ TEST_F(HaFailoverTest, LeaderKilledFiveTimesWhileTrainingEndsAtTheReference) {
   auto committed = AwaitEvent("commit", seq);
   ASSERT_TRUE(committed.ok()) << committed.status() << "\n"
                               << run_->Diagnostics();
+  // A commit the dashboard shows may not be in the store yet (a kill in
+  // between loses it: the next leader abandons that epoch and proposes
+  // again, a mid-transition failover). The kill follows the commit's
+  // durable write, so that the next leader completes the re-shard itself.
+  const int64_t shown = SteadyMs();
+  ASSERT_TRUE(WaitFor([&] { return Stored(*committed); }, 10000, 2))
+      << "the commit never reached the store\n"
+      << run_->Diagnostics();
+  std::printf(
+      "  the commit reached the store %lld ms after the dashboard "
+      "showed it\n",
+      static_cast<long long>(SteadyMs() - shown));
   ASSERT_NO_FATAL_FAILURE(KillLeader("re-shard, after the commit"));
   const int64_t reshard_kill_wall = failovers_.back().killed_wall_ms;
   ASSERT_TRUE(run_->WaitForRanksAtStep(4, 0, kStartMs).ok())
@@ -366,17 +418,27 @@ TEST_F(HaFailoverTest, LeaderKilledFiveTimesWhileTrainingEndsAtTheReference) {
     EXPECT_GT(EpochOf(e), last_epoch) << DescribeEvents(events);
     last_epoch = std::max(last_epoch, EpochOf(e));
   }
-  // Kill 2 came before its proposal's commit, kill 4 before its
-  // re-shard's stable: they hit the transition in flight.
-  for (const v1::Event& e : EventsOfKind(events, "commit", proposed->seq())) {
-    if (EpochOf(e) == EpochOf(*proposed)) {
-      EXPECT_GE(e.time_ms(), mid_kill_wall) << "committed before the kill";
-    }
+  // Kills 2 and 4 came before their transition was stable: they hit it in
+  // flight (kill 2 before or after its commit, as the race went).
+  for (const auto& [after, killed] :
+       {std::make_pair(proposed->seq(), mid_kill_wall),
+        std::make_pair(committed->seq(), reshard_kill_wall)}) {
+    const std::vector<v1::Event> stable = EventsOfKind(events, "stable", after);
+    ASSERT_FALSE(stable.empty()) << DescribeEvents(events);
+    EXPECT_GE(stable.front().time_ms(), killed) << "stable before the kill\n"
+                                                << DescribeEvents(events);
   }
-  for (const v1::Event& e : EventsOfKind(events, "stable", committed->seq())) {
-    EXPECT_GE(e.time_ms(), reshard_kill_wall) << "stable before the kill";
-    break;
+  // A transition the next leader did not complete but timed out and
+  // proposed again (see the report in README.md's High availability).
+  std::printf("  transitions timed out after a failover: %zu\n",
+              EventsOfKind(events, "timeout").size());
+  // The durable commit survived the failover, under its seq.
+  bool kept = false;
+  for (const v1::Event& e : events) {
+    kept = kept || (e.seq() == committed->seq() && e.kind() == "commit" &&
+                    e.reason() == committed->reason());
   }
+  EXPECT_TRUE(kept) << committed->reason() << "\n" << DescribeEvents(events);
   ASSERT_EQ(failovers_.size(), 5u);
   for (const Failover& f : failovers_) {
     EXPECT_LE(f.serving_ms, kFailoverBoundMs) << f.when;

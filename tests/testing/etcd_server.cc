@@ -4,11 +4,12 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/store/http_request.h"
+#include "nlohmann/json.hpp"
 #include "tests/testing/free_port.h"
 #include "tests/testing/log_scan.h"
 #include "tests/testing/wait_for.h"
@@ -155,26 +156,63 @@ absl::Status EtcdCluster::Spawn(int i) {
   return absl::OkStatus();
 }
 
-absl::Status EtcdCluster::WaitHealthy(int i) {
-  Member& m = members_[static_cast<size_t>(i)];
-  server::HttpRequestOptions probe;
-  probe.method = "GET";
-  probe.host = "127.0.0.1";
-  probe.port = m.client_port;
-  probe.path = "/health";
-  probe.connect_timeout_ms = 200;
-  probe.request_timeout_ms = 1000;
+absl::StatusOr<server::HttpRequestOptions> EtcdCluster::Request(
+    int i, const std::string& method, const std::string& path) const {
+  server::HttpRequestOptions r;
+  r.method = method;
+  r.host = "127.0.0.1";
+  r.port = members_[static_cast<size_t>(i)].client_port;
+  r.path = path;
+  r.connect_timeout_ms = 200;
+  r.request_timeout_ms = 1000;
   if (options_.tls.has_value()) {
     const TlsFiles& t = *options_.tls;
     auto tls =
         server::HttpTls::Create({t.ca_cert, t.client_cert, t.client_key});
     if (!tls.ok()) return tls.status();
-    probe.tls = *std::move(tls);
+    r.tls = *std::move(tls);
   }
+  return r;
+}
+
+absl::Status EtcdCluster::WaitForLeader(int64_t timeout_ms) {
+  std::string said;
+  const bool agreed = WaitFor(
+      [&] {
+        said.clear();
+        std::set<std::string> ids, leaders;
+        for (int i = 0; i < size(); ++i) {
+          if (!Running(i)) continue;
+          auto r = Request(i, "POST", "/v3/maintenance/status");
+          if (!r.ok()) return false;
+          r->body = "{}";
+          auto res = server::HttpRequest(*r);
+          if (!res.ok() || res->status != 200) return false;
+          auto j = nlohmann::json::parse(res->body, nullptr, false);
+          if (!j.is_object() || !j.contains("header")) return false;
+          const std::string id = j["header"].value("member_id", "");
+          const std::string leader = j.value("leader", "");
+          absl::StrAppend(&said, members_[static_cast<size_t>(i)].name, " (",
+                          id, "): leader ", leader, "; ");
+          ids.insert(id);
+          leaders.insert(leader);
+        }
+        return leaders.size() == 1 && ids.count(*leaders.begin()) > 0;
+      },
+      timeout_ms, 50);
+  if (agreed) return absl::OkStatus();
+  return absl::UnavailableError(
+      absl::StrCat("etcd members agree on no live leader: ", said));
+}
+
+absl::Status EtcdCluster::WaitHealthy(int i) {
+  Member& m = members_[static_cast<size_t>(i)];
+  auto probe = Request(i, "GET", "/health");
+  if (!probe.ok()) return probe.status();
   const bool healthy = WaitFor(
       [&] {
         if (!m.process->Running()) return true;  // exited: fail below
-        auto res = server::HttpRequest(probe);
+        auto res = server::HttpRequest(*probe);
         return res.ok() && res->status == 200 &&
                res->body.find("\"true\"") != std::string::npos;
       },

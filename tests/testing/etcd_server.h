@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/store/http_request.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/tls_certs.h"
@@ -53,6 +54,11 @@ class EtcdCluster {
   absl::Status Restart(int i);
   // Whether member i's process runs.
   bool Running(int i);
+  // Waits until every running member names the same raft leader and it is
+  // one of them (POST /v3/maintenance/status): after a kill of the member
+  // that led, once the others elected a new one. Unavailable at the
+  // deadline, naming what each member said.
+  absl::Status WaitForLeader(int64_t timeout_ms);
 
  private:
   struct Member {
@@ -70,6 +76,9 @@ class EtcdCluster {
   absl::Status Launch(int attempt);
   absl::Status Spawn(int i);
   absl::Status WaitHealthy(int i);
+  // A request to member i's client URL (TLS as the options say).
+  absl::StatusOr<server::HttpRequestOptions> Request(
+      int i, const std::string& method, const std::string& path) const;
 
   EtcdServerOptions options_;
   TempDir dir_;
