@@ -317,11 +317,14 @@ TEST_F(HaFailoverTest, LeaderKilledFiveTimesWhileTrainingEndsAtTheReference) {
   ASSERT_NO_FATAL_FAILURE(KillLeader("steady training"));
 
   // 2. A rank dies; the spare takes over; the leader dies right after the
-  // proposal, before the commit.
+  // proposal, before the transition is stable (before or after its commit,
+  // as the race goes).
   ASSERT_TRUE(RandomMoment("rank kill 1")) << "the job ended first";
   const std::string victim1 = RandomRankHolder();
   ASSERT_FALSE(victim1.empty());
-  int64_t seq = LastSeq(run_->Events());
+  std::vector<v1::Event> before = run_->Events();
+  ASSERT_FALSE(before.empty()) << run_->Diagnostics();
+  int64_t seq = LastSeq(before);
   run_->cluster().worker(victim1)->Signal(SIGKILL);
   auto proposed = AwaitEvent("propose", seq);
   ASSERT_TRUE(proposed.ok()) << proposed.status() << "\n"
@@ -368,7 +371,9 @@ TEST_F(HaFailoverTest, LeaderKilledFiveTimesWhileTrainingEndsAtTheReference) {
   ASSERT_TRUE(RandomMoment("rank kill 2")) << "the job ended first";
   const std::string victim2 = RandomRankHolder();
   ASSERT_FALSE(victim2.empty());
-  seq = LastSeq(run_->Events());
+  before = run_->Events();
+  ASSERT_FALSE(before.empty()) << run_->Diagnostics();
+  seq = LastSeq(before);
   run_->cluster().worker(victim2)->Signal(SIGKILL);
   auto committed = AwaitEvent("commit", seq);
   ASSERT_TRUE(committed.ok()) << committed.status() << "\n"
