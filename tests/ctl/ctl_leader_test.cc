@@ -257,12 +257,8 @@ TEST_F(CtlLeaderTest, StatusReachesTheRealCoordinatorThroughAStandby) {
   EXPECT_EQ(j["job"], "ctl-leader-test");
   EXPECT_EQ((*standby)->calls(), 1);
   // One coordinator on SQLite reports itself as the leader and no
-  // standbys (DashboardService's contract). A coordinator built before
-  // it filled the field leaves it empty (null here); any other value is
-  // wrong.
-  if (!j["leader"].is_null()) {
-    EXPECT_EQ(j["leader"], address);
-  }
+  // standbys (DashboardService's contract).
+  EXPECT_EQ(j["leader"], address);
   EXPECT_EQ(j["standbys"], nlohmann::json::array());
 }
 

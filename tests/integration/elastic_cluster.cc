@@ -3,10 +3,12 @@
 #include "tests/integration/elastic_cluster.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <regex>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "tests/testing/log_scan.h"
 #include "tests/testing/wait_for.h"
 
@@ -64,9 +66,8 @@ absl::StatusOr<job::JobSpec> ElasticJob::Spec() const {
   return job::ParseJobSpec(ToJson().dump());
 }
 
-ElasticRun::ElasticRun(ElasticJob job)
-    : job_(std::move(job)),
-      probe_(std::make_unique<DashboardProbe>(cluster_.address())) {
+ElasticRun::ElasticRun(ElasticJob job) : job_(std::move(job)) {
+  probes_.push_back(std::make_unique<DashboardProbe>(cluster_.address()));
   if (!job_.checkpoint_dir.empty() && job_.checkpoint_dir[0] != '/') {
     job_.checkpoint_dir = File(job_.checkpoint_dir);
   }
@@ -78,9 +79,47 @@ absl::Status ElasticRun::Start(const std::vector<std::string>& extra_flags) {
   return cluster_.StartCoordinator(test_job, extra_flags);
 }
 
+void ElasticRun::FollowCoordinators(std::vector<std::string> addresses) {
+  probes_.clear();
+  current_ = 0;
+  for (const std::string& address : addresses) {
+    probes_.push_back(std::make_unique<DashboardProbe>(address));
+  }
+  coordinator_flags_ = {"--coordinator", absl::StrJoin(addresses, ",")};
+}
+
+absl::StatusOr<std::string> ElasticRun::WriteJobFile() const {
+  const std::string path = File("job.json");
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return absl::InternalError("cannot write " + path);
+  const std::string text = job_.ToJson().dump(2);
+  const bool written =
+      std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !written) {
+    return absl::InternalError("cannot write " + path);
+  }
+  return path;
+}
+
+template <typename T>
+absl::StatusOr<T> ElasticRun::Ask(absl::StatusOr<T> (DashboardProbe::*call)()) {
+  absl::StatusOr<T> last = absl::UnavailableError("no coordinator");
+  for (size_t k = 0; k < probes_.size(); ++k) {
+    const size_t i = (current_ + k) % probes_.size();
+    last = (probes_[i].get()->*call)();
+    if (last.ok()) {
+      current_ = i;
+      return last;
+    }
+  }
+  return last;
+}
+
 absl::Status ElasticRun::StartWorker(const std::string& name,
                                      const std::vector<std::string>& extra) {
   std::vector<std::string> flags = {"--dump-master", dump_dir()};
+  flags.insert(flags.end(), coordinator_flags_.begin(),
+               coordinator_flags_.end());
   flags.insert(flags.end(), extra.begin(), extra.end());
   auto worker = cluster_.StartWorker(name, flags);
   if (!worker.ok()) return worker.status();
@@ -104,7 +143,7 @@ absl::StatusOr<v1::GetClusterStatusResponse> ElasticRun::WaitForRanksAtStep(
       absl::DeadlineExceededError("no status yet");
   const bool ok = WaitFor(
       [&] {
-        last = probe_->Status();
+        last = Ask(&DashboardProbe::Status);
         return last.ok() && last->state() == v1::CLUSTER_STATE_STABLE &&
                last->world() == world &&
                static_cast<int>(RankedMembers(*last).size()) == world &&
@@ -124,7 +163,7 @@ absl::StatusOr<v1::Event> ElasticRun::WaitForEvent(const std::string& kind,
   std::vector<v1::Event> events;
   const bool ok = WaitFor(
       [&] {
-        auto all = probe_->Events();
+        auto all = Ask(&DashboardProbe::Events);
         if (!all.ok()) return false;
         events = *std::move(all);
         return !EventsOfKind(events, kind, after_seq).empty();
@@ -158,8 +197,12 @@ std::map<std::string, int> ElasticRun::WaitForExits(
   return codes;
 }
 
+absl::StatusOr<v1::GetClusterStatusResponse> ElasticRun::Status() {
+  return Ask(&DashboardProbe::Status);
+}
+
 std::vector<v1::Event> ElasticRun::Events() {
-  auto events = probe_->Events();
+  auto events = Ask(&DashboardProbe::Events);
   return events.ok() ? *std::move(events) : std::vector<v1::Event>();
 }
 

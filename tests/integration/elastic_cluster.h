@@ -70,6 +70,15 @@ class ElasticRun {
 
   // Starts the coordinator with `extra_flags` (e.g. --restore DIR).
   absl::Status Start(const std::vector<std::string>& extra_flags = {});
+  // Instead of Start(), for several coordinators the caller starts and
+  // stops (e.g. on one etcd prefix) with the spec of WriteJobFile(): the
+  // workers get --coordinator with every address of `addresses` (after
+  // ProcessCluster's own, which the last one overrides), and the probe
+  // calls go to whichever address answers (the leader: standbys answer
+  // UNAVAILABLE), the last one that did first.
+  void FollowCoordinators(std::vector<std::string> addresses);
+  // Writes the job spec to File("job.json"); returns its path.
+  absl::StatusOr<std::string> WriteJobFile() const;
   // Starts worker `name` with --dump-master dump_dir() and `extra` flags.
   absl::Status StartWorker(const std::string& name,
                            const std::vector<std::string>& extra = {});
@@ -88,6 +97,8 @@ class ElasticRun {
   std::map<std::string, int> WaitForExits(const std::vector<std::string>& names,
                                           int64_t timeout_ms);
 
+  // The cluster status of the coordinator that answers.
+  absl::StatusOr<v1::GetClusterStatusResponse> Status();
   // Events now (empty on error, which is logged into the returned list's
   // absence; callers assert on contents).
   std::vector<v1::Event> Events();
@@ -109,7 +120,8 @@ class ElasticRun {
       const std::vector<Topology>& before = {});
 
   ProcessCluster& cluster() { return cluster_; }
-  DashboardProbe& probe() { return *probe_; }
+  // The probe of the coordinator that answered last.
+  DashboardProbe& probe() { return *probes_[current_]; }
   const ElasticJob& job() const { return job_; }
   std::string dump_dir() const { return cluster_.dir().File("masters"); }
   std::string File(const std::string& name) const {
@@ -117,9 +129,19 @@ class ElasticRun {
   }
 
  private:
+  // Tries `call` on each probe, the current one first, until one succeeds;
+  // that one becomes the current one. The last error when none does.
+  template <typename T>
+  absl::StatusOr<T> Ask(absl::StatusOr<T> (DashboardProbe::*call)());
+
   ElasticJob job_;
   ProcessCluster cluster_;
-  std::unique_ptr<DashboardProbe> probe_;
+  // One per coordinator address (cluster_'s alone unless
+  // FollowCoordinators).
+  std::vector<std::unique_ptr<DashboardProbe>> probes_;
+  size_t current_ = 0;
+  // "--coordinator LIST" for the workers; empty: cluster_'s own.
+  std::vector<std::string> coordinator_flags_;
   std::vector<std::string> started_;
 };
 

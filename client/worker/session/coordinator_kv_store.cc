@@ -40,30 +40,43 @@ grpc::Status CoordinatorKvStore::Call(
                                      grpc::ClientContext*)>& call) {
   // Every attempt shares the one deadline. A DEADLINE_EXCEEDED may be the
   // coordinator's own answer to a Get or Wait: never a reason to move.
+  // With several coordinators, no leader anywhere is an election in
+  // progress (a failover): ask again until the deadline, and at least
+  // election_wait_ms, so that the rendezvous of an open transition survives
+  // it. With one, fail at once as ever (the coordinator retries the epoch).
+  const bool elections = coordinators_->size() >= 2;
+  const auto give_up =
+      elections
+          ? std::max(deadline, std::chrono::system_clock::now() +
+                                   std::chrono::milliseconds(std::max<int64_t>(
+                                       options_.election_wait_ms, 0)))
+          : deadline;
   Backoff backoff(options_.min_backoff_ms, options_.max_backoff_ms);
   while (true) {
+    const auto now = std::chrono::system_clock::now();
+    // Past the deadline (waiting out an election) an attempt gets the
+    // margin; a Get or Wait then lets the server wait 0 ms.
+    const auto attempt_deadline =
+        now < deadline ? deadline
+                       : now + std::chrono::milliseconds(std::max<int64_t>(
+                                   options_.rpc_margin_ms, 1));
     grpc::Status status = net::CallOnLeader(
         *coordinators_,
-        [deadline] {
+        [attempt_deadline] {
           auto context = std::make_unique<grpc::ClientContext>();
-          context->set_deadline(deadline);
+          context->set_deadline(attempt_deadline);
           return context;
         },
         [&call](const std::shared_ptr<grpc::Channel>& channel,
                 grpc::ClientContext* context) {
           return call(*v1::RendezvousService::NewStub(channel), context);
         });
-    // With several coordinators, no leader anywhere is an election in
-    // progress (a failover): ask again until the deadline, so that the
-    // rendezvous of an open transition survives it. With one, fail at once
-    // as ever (the coordinator retries the epoch).
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
-        coordinators_->size() < 2) {
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE || !elections) {
       return status;
     }
     const auto wake = std::chrono::system_clock::now() +
                       std::chrono::milliseconds(backoff.NextMs());
-    if (wake >= deadline) return status;
+    if (wake >= give_up) return status;
     std::this_thread::sleep_until(wake);
   }
 }

@@ -36,6 +36,12 @@ class CoordinatorKvStore final : public comm::KvStore {
     // and 1000 ms.
     int64_t min_backoff_ms = 100;
     int64_t max_backoff_ms = 1000;
+    // With several coordinators, a call that finds no leader keeps asking
+    // for at least this long, past its deadline if need be (an election
+    // lasts up to the lease TTL + 2 s; a blocking call sliced into short
+    // waits would otherwise fail within one); such a late attempt gets
+    // rpc_margin_ms. Default 10000.
+    int64_t election_wait_ms = 10000;
   };
 
   // `coordinators` must be non-null.
@@ -60,7 +66,7 @@ class CoordinatorKvStore final : public comm::KvStore {
   // What a Get or Wait lets the coordinator wait, in ms: the time left to
   // `deadline` less the margin.
   int64_t ServerWaitMs(std::chrono::system_clock::time_point deadline) const;
-  // Calls `call` on the leader until `deadline`.
+  // Calls `call` on the leader until `deadline` (see election_wait_ms).
   grpc::Status Call(
       std::chrono::system_clock::time_point deadline,
       const std::function<grpc::Status(v1::RendezvousService::Stub&,
