@@ -17,6 +17,7 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
+#include "tests/common/net/fake_leader.h"
 #include "tests/common/net/fake_standby.h"
 #include "tests/testing/wait_for.h"
 #include "tools/loadgen/load_generator.h"
@@ -27,103 +28,20 @@ namespace {
 
 using ::zshard::testing::WaitFor;
 
-// A leading coordinator for idle simulated workers: joins get ids
-// PREFIX-N, heartbeats are answered ACTIVE, plan watches stay open until
-// cancelled. Records the ids it sees per call.
-class FakeLeader final : public v1::WorkerService::Service {
- public:
-  explicit FakeLeader(std::string prefix) : prefix_(std::move(prefix)) {}
+using ::zshard::testing::FakeLeader;
 
-  grpc::Status Join(grpc::ServerContext*, const v1::JoinRequest*,
-                    v1::JoinResponse* response) override {
-    absl::MutexLock lock(&mu_);
-    ++joins_;
-    response->set_worker_id(absl::StrCat(prefix_, "-", joins_));
-    response->set_token(absl::StrCat(prefix_, "-token-", joins_));
-    return grpc::Status::OK;
-  }
-
-  grpc::Status Heartbeat(grpc::ServerContext*,
-                         const v1::HeartbeatRequest* request,
-                         v1::HeartbeatResponse* response) override {
-    absl::MutexLock lock(&mu_);
-    ++heartbeats_;
-    heartbeat_ids_.insert(request->worker_id() + "/" + request->token());
-    response->set_state(v1::MEMBER_STATE_ACTIVE);
-    return grpc::Status::OK;
-  }
-
-  grpc::Status WatchPlan(grpc::ServerContext* context,
-                         const v1::WatchPlanRequest* request,
-                         grpc::ServerWriter<v1::PlanUpdate>*) override {
-    absl::MutexLock lock(&mu_);
-    watch_ids_.insert(request->worker_id() + "/" + request->token());
-    auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return shutdown_ || context->IsCancelled();
-    };
-    while (!done()) {
-      mu_.AwaitWithTimeout(absl::Condition(&done), absl::Milliseconds(5));
-    }
-    return grpc::Status::OK;
-  }
-
-  grpc::Status Leave(grpc::ServerContext*, const v1::LeaveRequest*,
-                     v1::LeaveResponse*) override {
-    absl::MutexLock lock(&mu_);
-    ++leaves_;
-    return grpc::Status::OK;
-  }
-
-  void Shutdown() {
-    absl::MutexLock lock(&mu_);
-    shutdown_ = true;
-  }
-  int joins() {
-    absl::MutexLock lock(&mu_);
-    return joins_;
-  }
-  int heartbeats() {
-    absl::MutexLock lock(&mu_);
-    return heartbeats_;
-  }
-  int leaves() {
-    absl::MutexLock lock(&mu_);
-    return leaves_;
-  }
-  std::set<std::string> heartbeat_ids() {
-    absl::MutexLock lock(&mu_);
-    return heartbeat_ids_;
-  }
-  std::set<std::string> watch_ids() {
-    absl::MutexLock lock(&mu_);
-    return watch_ids_;
-  }
-
- private:
-  const std::string prefix_;
-  absl::Mutex mu_;
-  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  int joins_ ABSL_GUARDED_BY(mu_) = 0;
-  int heartbeats_ ABSL_GUARDED_BY(mu_) = 0;
-  int leaves_ ABSL_GUARDED_BY(mu_) = 0;
-  std::set<std::string> heartbeat_ids_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> watch_ids_ ABSL_GUARDED_BY(mu_);
-};
-
+// `service` on 127.0.0.1:0; its address in `address`.
 std::unique_ptr<grpc::Server> Serve(FakeLeader* service, std::string* address) {
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           &port);
-  builder.RegisterService(service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  *address = absl::StrCat("127.0.0.1:", port);
-  return server;
+  return ::zshard::testing::ServeOnLoopback(service, address);
 }
 
 TEST(LoadgenFailoverTest, SimulatedWorkersFollowTheNewLeader) {
-  FakeLeader old_leader("old");
-  FakeLeader new_leader("new");
+  // Plan watches stay open with no update: the simulated workers stay
+  // idle spares.
+  ::zshard::testing::FakeLeaderOptions idle;
+  idle.commit_on_watch = false;
+  FakeLeader old_leader("old", idle);
+  FakeLeader new_leader("new", idle);
   std::string old_address;
   std::string new_address;
   std::unique_ptr<grpc::Server> old_server = Serve(&old_leader, &old_address);
