@@ -2,6 +2,7 @@
 #include "server/service/worker_service.h"
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,10 +35,41 @@ TelemetryPoint FromProto(const v1::TelemetryReport& r, Clock* clock) {
 
 }  // namespace
 
-grpc::Status WorkerServiceImpl::Join(grpc::ServerContext*,
-                                     const v1::JoinRequest* req,
-                                     v1::JoinResponse* resp) {
-  RpcScope scope(metrics_, "Join");
+template <typename Req, typename Resp>
+grpc::ServerUnaryReactor* WorkerServiceImpl::OnPool(
+    grpc::CallbackServerContext* ctx, const char* method, const Req* req,
+    Resp* resp,
+    grpc::Status (WorkerServiceImpl::*handle)(RpcScope&, const Req*, Resp*)) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  // Timed from here: the wait in the pool's queue counts.
+  auto scope = std::make_shared<RpcScope>(metrics_, method);
+  pool_.Submit([this, scope, req, resp, reactor, handle] {
+    reactor->Finish((this->*handle)(*scope, req, resp));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Join(
+    grpc::CallbackServerContext* ctx, const v1::JoinRequest* req,
+    v1::JoinResponse* resp) {
+  return OnPool(ctx, "Join", req, resp, &WorkerServiceImpl::DoJoin);
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::AckTransition(
+    grpc::CallbackServerContext* ctx, const v1::AckTransitionRequest* req,
+    v1::AckTransitionResponse* resp) {
+  return OnPool(ctx, "AckTransition", req, resp, &WorkerServiceImpl::DoAck);
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Leave(
+    grpc::CallbackServerContext* ctx, const v1::LeaveRequest* req,
+    v1::LeaveResponse* resp) {
+  return OnPool(ctx, "Leave", req, resp, &WorkerServiceImpl::DoLeave);
+}
+
+grpc::Status WorkerServiceImpl::DoJoin(RpcScope& scope,
+                                       const v1::JoinRequest* req,
+                                       v1::JoinResponse* resp) {
   JoinArgs args;
   args.name = req->name();
   args.address = req->address();
@@ -100,10 +132,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerServiceImpl::WatchPlan(
   return watch_hub_.Open(scope.Finish(session), req.worker_id());
 }
 
-grpc::Status WorkerServiceImpl::AckTransition(
-    grpc::ServerContext*, const v1::AckTransitionRequest* req,
-    v1::AckTransitionResponse* resp) {
-  RpcScope scope(metrics_, "AckTransition");
+grpc::Status WorkerServiceImpl::DoAck(RpcScope& scope,
+                                      const v1::AckTransitionRequest* req,
+                                      v1::AckTransitionResponse* resp) {
   absl::StatusOr<PlanPhase> r;
   switch (req->phase()) {
     case v1::ACK_PHASE_PREPARED: {
@@ -154,10 +185,9 @@ grpc::Status WorkerServiceImpl::ReportSuspect(
   return scope.Finish(grpc::Status::OK);
 }
 
-grpc::Status WorkerServiceImpl::Leave(grpc::ServerContext*,
-                                      const v1::LeaveRequest* req,
-                                      v1::LeaveResponse* resp) {
-  RpcScope scope(metrics_, "Leave");
+grpc::Status WorkerServiceImpl::DoLeave(RpcScope& scope,
+                                        const v1::LeaveRequest* req,
+                                        v1::LeaveResponse* resp) {
   absl::StatusOr<bool> handover =
       membership_->Leave(req->worker_id(), req->token(), req->reason());
   if (!handover.ok()) return scope.Finish(ToGrpcStatus(handover.status()));

@@ -4,7 +4,9 @@
 #include "common/clock.h"
 #include "server/membership/membership.h"
 #include "server/metrics/rpc_metrics.h"
+#include "server/service/blocking_call_pool.h"
 #include "server/service/plan_watch.h"
+#include "server/service/rpc_scope.h"
 #include "server/telemetry/telemetry_store.h"
 #include "zshard/v1/worker_service.grpc.pb.h"
 
@@ -14,9 +16,12 @@ namespace zshard::server {
 // `clock` (telemetry may be null: reports are counted, not kept) and
 // `metrics` (may be null); all outlive the service.
 class WorkerServiceImpl final
-    : public v1::WorkerService::WithCallbackMethod_Heartbeat<
-          v1::WorkerService::WithRawCallbackMethod_WatchPlan<
-              v1::WorkerService::Service>> {
+    : public v1::WorkerService::WithCallbackMethod_Join<
+          v1::WorkerService::WithCallbackMethod_Heartbeat<
+              v1::WorkerService::WithRawCallbackMethod_WatchPlan<
+                  v1::WorkerService::WithCallbackMethod_AckTransition<
+                      v1::WorkerService::WithCallbackMethod_Leave<
+                          v1::WorkerService::Service>>>>> {
  public:
   WorkerServiceImpl(Membership* membership, RpcMetrics* metrics,
                     TelemetryStore* telemetry = nullptr,
@@ -27,8 +32,13 @@ class WorkerServiceImpl final
         clock_(clock),
         watch_hub_(membership) {}
 
-  grpc::Status Join(grpc::ServerContext* ctx, const v1::JoinRequest* req,
-                    v1::JoinResponse* resp) override;
+  // Join, AckTransition and Leave take the membership's lock and wait for
+  // their store write: they are answered on the callback API by a few
+  // threads of their own (blocking_call_pool.h), so a storm of them holds
+  // those threads, not one thread per member.
+  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx,
+                                 const v1::JoinRequest* req,
+                                 v1::JoinResponse* resp) override;
   // (Callback API: answered on gRPC's own threads, no thread hand-off.)
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
                                       const v1::HeartbeatRequest* req,
@@ -40,14 +50,15 @@ class WorkerServiceImpl final
   // update is serialised once for every watcher.)
   grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchPlan(
       grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req) override;
-  grpc::Status AckTransition(grpc::ServerContext* ctx,
-                             const v1::AckTransitionRequest* req,
-                             v1::AckTransitionResponse* resp) override;
+  grpc::ServerUnaryReactor* AckTransition(
+      grpc::CallbackServerContext* ctx, const v1::AckTransitionRequest* req,
+      v1::AckTransitionResponse* resp) override;
   grpc::Status ReportSuspect(grpc::ServerContext* ctx,
                              const v1::ReportSuspectRequest* req,
                              v1::ReportSuspectResponse* resp) override;
-  grpc::Status Leave(grpc::ServerContext* ctx, const v1::LeaveRequest* req,
-                     v1::LeaveResponse* resp) override;
+  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* ctx,
+                                  const v1::LeaveRequest* req,
+                                  v1::LeaveResponse* resp) override;
   grpc::Status ReportCheckpoint(grpc::ServerContext* ctx,
                                 const v1::ReportCheckpointRequest* req,
                                 v1::ReportCheckpointResponse* resp) override;
@@ -59,11 +70,27 @@ class WorkerServiceImpl final
                                v1::StreamTelemetryResponse* resp) override;
 
  private:
+  // Runs `handle` on the pool and finishes the call with its status, timed
+  // as `method` from the call's arrival.
+  template <typename Req, typename Resp>
+  grpc::ServerUnaryReactor* OnPool(
+      grpc::CallbackServerContext* ctx, const char* method, const Req* req,
+      Resp* resp,
+      grpc::Status (WorkerServiceImpl::*handle)(RpcScope&, const Req*, Resp*));
+  grpc::Status DoJoin(RpcScope& scope, const v1::JoinRequest* req,
+                      v1::JoinResponse* resp);
+  grpc::Status DoAck(RpcScope& scope, const v1::AckTransitionRequest* req,
+                     v1::AckTransitionResponse* resp);
+  grpc::Status DoLeave(RpcScope& scope, const v1::LeaveRequest* req,
+                       v1::LeaveResponse* resp);
+
   Membership* membership_;
   RpcMetrics* metrics_;
   TelemetryStore* telemetry_;
   Clock* clock_;
   PlanWatchHub watch_hub_;
+  // Last: destroyed first, while what its calls use is still there.
+  BlockingCallPool pool_{8};
 };
 
 }  // namespace zshard::server

@@ -1,0 +1,45 @@
+// BlockingCallPool: a queue and its threads.
+#include "server/service/blocking_call_pool.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace zshard::server {
+
+BlockingCallPool::BlockingCallPool(int threads) {
+  for (int i = 0; i < std::max(1, threads); ++i) {
+    threads_.emplace_back([this] { Loop(); });
+  }
+}
+
+BlockingCallPool::~BlockingCallPool() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  for (std::thread& t : threads_) t.join();
+}
+
+void BlockingCallPool::Submit(std::function<void()> task) {
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(std::move(task));
+}
+
+void BlockingCallPool::Loop() {
+  while (true) {
+    std::function<void()> task;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !queue_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (queue_.empty()) return;  // stopping, nothing left
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();
+  }
+}
+
+}  // namespace zshard::server
