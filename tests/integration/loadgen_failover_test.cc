@@ -11,11 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
-#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
-#include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "tests/common/net/fake_leader.h"
 #include "tests/common/net/fake_standby.h"
@@ -26,14 +22,9 @@
 namespace zshard::loadgen {
 namespace {
 
-using ::zshard::testing::WaitFor;
-
 using ::zshard::testing::FakeLeader;
-
-// `service` on 127.0.0.1:0; its address in `address`.
-std::unique_ptr<grpc::Server> Serve(FakeLeader* service, std::string* address) {
-  return ::zshard::testing::ServeOnLoopback(service, address);
-}
+using ::zshard::testing::ServeOnLoopback;
+using ::zshard::testing::WaitFor;
 
 TEST(LoadgenFailoverTest, SimulatedWorkersFollowTheNewLeader) {
   // Plan watches stay open with no update: the simulated workers stay
@@ -44,8 +35,10 @@ TEST(LoadgenFailoverTest, SimulatedWorkersFollowTheNewLeader) {
   FakeLeader new_leader("new", idle);
   std::string old_address;
   std::string new_address;
-  std::unique_ptr<grpc::Server> old_server = Serve(&old_leader, &old_address);
-  std::unique_ptr<grpc::Server> new_server = Serve(&new_leader, &new_address);
+  std::unique_ptr<grpc::Server> old_server =
+      ServeOnLoopback(&old_leader, &old_address);
+  std::unique_ptr<grpc::Server> new_server =
+      ServeOnLoopback(&new_leader, &new_address);
   ASSERT_NE(old_server, nullptr);
   ASSERT_NE(new_server, nullptr);
   auto standby = ::zshard::testing::FakeStandby::Start(new_address);
