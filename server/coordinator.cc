@@ -121,8 +121,6 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
     c->options_.membership.write_manifest = WriteManifestFile;
   }
   c->rpc_metrics_ = std::make_unique<RpcMetrics>();
-  c->standby_service_ = std::make_unique<StandbyService>(
-      [raw = c.get()] { return raw->CurrentLeader(); });
   std::string store = c->options_.store;
   if (store.empty() && !c->options_.state_dir.empty()) {
     store = "sqlite:" + c->options_.state_dir;
@@ -364,11 +362,7 @@ void Coordinator::StepRole() {
   }
 }
 
-std::string Coordinator::CurrentLeader() {
-  if (election_ == nullptr) return advertise_;
-  std::vector<LeaderElection::Candidate> c = election_->Candidates();
-  return c.empty() ? std::string() : c.front().id;
-}
+std::string Coordinator::CurrentLeader() { return View().leader; }
 
 ElectionView Coordinator::View() {
   ElectionView view;

@@ -12,6 +12,17 @@
 #include "common/status.h"
 
 namespace zshard::net {
+namespace {
+
+// A call that ended so found no leader at its address.
+bool FoundNoLeader(const grpc::Status& status, bool deadline_is_unreachable) {
+  const grpc::StatusCode code = status.error_code();
+  return code == grpc::StatusCode::UNAVAILABLE ||
+         (deadline_is_unreachable &&
+          code == grpc::StatusCode::DEADLINE_EXCEEDED);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<LeaderFollower>> LeaderFollower::Create(
     const ChannelOptions& options) {
@@ -50,17 +61,12 @@ size_t LeaderFollower::size() const {
 LeaderFollower::Move LeaderFollower::OnFailure(
     const Pick& used, const grpc::Status& status,
     const grpc::ClientContext& context, bool deadline_is_unreachable) {
-  const grpc::StatusCode code = status.error_code();
-  const bool unreachable =
-      code == grpc::StatusCode::UNAVAILABLE ||
-      (deadline_is_unreachable && code == grpc::StatusCode::DEADLINE_EXCEEDED);
-  if (!unreachable) return Move::kStayed;
-  return Follow(used, true, LeaderFromTrailers(context));
+  if (!FoundNoLeader(status, deadline_is_unreachable)) return Move::kStayed;
+  return Follow(used, LeaderFromTrailers(context));
 }
 
-LeaderFollower::Move LeaderFollower::Follow(const Pick& used, bool unreachable,
+LeaderFollower::Move LeaderFollower::Follow(const Pick& used,
                                             const std::string& leader) {
-  if (!unreachable) return Move::kStayed;
   absl::MutexLock lock(&mu_);
   if (used.generation != generation_) return Move::kStayed;
   std::string why = "unreachable or not leading";
@@ -121,13 +127,12 @@ grpc::Status CallOnLeader(
     const LeaderFollower::Pick pick = follower.Current();
     std::unique_ptr<grpc::ClientContext> context = make_context();
     status = call(pick.channel, context.get());
-    const grpc::StatusCode code = status.error_code();
-    const bool unreachable = code == grpc::StatusCode::UNAVAILABLE ||
-                             (options.deadline_is_unreachable &&
-                              code == grpc::StatusCode::DEADLINE_EXCEEDED);
-    if (!unreachable || attempt + 1 >= limit) return status;
+    if (!FoundNoLeader(status, options.deadline_is_unreachable) ||
+        attempt + 1 >= limit) {
+      return status;
+    }
     const LeaderFollower::Move move =
-        follower.Follow(pick, true, LeaderFromTrailers(*context));
+        follower.Follow(pick, LeaderFromTrailers(*context));
     // Stayed with the pick still current: nothing else to try.
     if (move == LeaderFollower::Move::kStayed &&
         follower.Current().generation == pick.generation) {

@@ -74,10 +74,9 @@ class LeaderFollower {
   Move OnFailure(const Pick& used, const grpc::Status& status,
                  const grpc::ClientContext& context,
                  bool deadline_is_unreachable = false);
-  // The same with the leader already read ("" when none was named) and
-  // `unreachable` decided by the caller (for callers without a context,
-  // e.g. the callback API's reactors).
-  Move Follow(const Pick& used, bool unreachable, const std::string& leader);
+  // The move of a call on `used` that found no leader there, with the
+  // leader a standby named ("" when none was named).
+  Move Follow(const Pick& used, const std::string& leader);
 
   // The addresses given, as given ("a:1,b:2"), for messages.
   const std::string& list() const { return list_; }

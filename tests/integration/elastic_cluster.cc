@@ -3,12 +3,13 @@
 #include "tests/integration/elastic_cluster.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <regex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/file_io.h"
+#include "common/status.h"
 #include "tests/testing/log_scan.h"
 #include "tests/testing/wait_for.h"
 
@@ -90,14 +91,7 @@ void ElasticRun::FollowCoordinators(std::vector<std::string> addresses) {
 
 absl::StatusOr<std::string> ElasticRun::WriteJobFile() const {
   const std::string path = File("job.json");
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return absl::InternalError("cannot write " + path);
-  const std::string text = job_.ToJson().dump(2);
-  const bool written =
-      std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !written) {
-    return absl::InternalError("cannot write " + path);
-  }
+  ZSHARD_RETURN_IF_ERROR(WriteFileAtomic(path, job_.ToJson().dump(2)));
   return path;
 }
 

@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/file_io.h"
 #include "common/net/leader_redirect.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -63,11 +64,7 @@ class HaTest : public ::testing::Test {
     client_ = server::EtcdClient::Create(o).value();
     TestJob job;
     job.lease_timeout_ms = 3000;
-    FILE* f = std::fopen(dir_.File("job.json").c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    const std::string text = job.ToJson();
-    std::fwrite(text.data(), 1, text.size(), f);
-    std::fclose(f);
+    ASSERT_TRUE(WriteFileAtomic(dir_.File("job.json"), job.ToJson()).ok());
   }
 
   // Starts coordinator `name` on a free port of 127.0.0.1.

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "common/grpc_status.h"
-#include "common/net/leader_redirect.h"
+#include "common/net/leader_follower.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -24,6 +24,15 @@ std::shared_ptr<grpc::Channel> Channel(const std::string& address) {
 
 void Deadline(grpc::ClientContext* ctx) {
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+}
+
+// A finished call's status and the leader its trailers name.
+RpcAnswer Answer(const grpc::Status& s, const grpc::ClientContext& ctx) {
+  RpcAnswer answer;
+  answer.code = s.error_code();
+  answer.message = s.error_message();
+  answer.leader = net::LeaderFromTrailers(ctx);
+  return answer;
 }
 
 }  // namespace
@@ -65,15 +74,7 @@ RpcAnswer HeartbeatAnswer(const std::string& address) {
   req.set_token("0");
   v1::HeartbeatResponse resp;
   grpc::Status s = stub->Heartbeat(&ctx, req, &resp);
-  RpcAnswer answer;
-  answer.code = s.error_code();
-  answer.message = s.error_message();
-  const auto& trailers = ctx.GetServerTrailingMetadata();
-  auto it = trailers.find(net::kLeaderMetadataKey);
-  if (it != trailers.end()) {
-    answer.leader = std::string(it->second.data(), it->second.size());
-  }
-  return answer;
+  return Answer(s, ctx);
 }
 
 RpcAnswer WatchPlanAnswer(const std::string& address) {
@@ -88,15 +89,7 @@ RpcAnswer WatchPlanAnswer(const std::string& address) {
   while (stream->Read(&update)) {
   }
   grpc::Status s = stream->Finish();
-  RpcAnswer answer;
-  answer.code = s.error_code();
-  answer.message = s.error_message();
-  const auto& trailers = ctx.GetServerTrailingMetadata();
-  auto it = trailers.find(net::kLeaderMetadataKey);
-  if (it != trailers.end()) {
-    answer.leader = std::string(it->second.data(), it->second.size());
-  }
-  return answer;
+  return Answer(s, ctx);
 }
 
 absl::StatusOr<v1::GetClusterStatusResponse> ClusterStatus(

@@ -11,10 +11,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "grpcpp/server.h"
 #include "gtest/gtest.h"
 #include "tests/common/net/fake_leader.h"
-#include "tests/common/net/fake_standby.h"
 #include "tests/testing/wait_for.h"
 #include "tools/loadgen/load_generator.h"
 #include "zshard/v1/worker_service.grpc.pb.h"
@@ -22,8 +20,8 @@
 namespace zshard::loadgen {
 namespace {
 
+using ::zshard::testing::FailoverScene;
 using ::zshard::testing::FakeLeader;
-using ::zshard::testing::ServeOnLoopback;
 using ::zshard::testing::WaitFor;
 
 TEST(LoadgenFailoverTest, SimulatedWorkersFollowTheNewLeader) {
@@ -31,24 +29,16 @@ TEST(LoadgenFailoverTest, SimulatedWorkersFollowTheNewLeader) {
   // idle spares.
   ::zshard::testing::FakeLeaderOptions idle;
   idle.commit_on_watch = false;
-  FakeLeader old_leader("old", idle);
-  FakeLeader new_leader("new", idle);
-  std::string old_address;
-  std::string new_address;
-  std::unique_ptr<grpc::Server> old_server =
-      ServeOnLoopback(&old_leader, &old_address);
-  std::unique_ptr<grpc::Server> new_server =
-      ServeOnLoopback(&new_leader, &new_address);
-  ASSERT_NE(old_server, nullptr);
-  ASSERT_NE(new_server, nullptr);
-  auto standby = ::zshard::testing::FakeStandby::Start(new_address);
-  ASSERT_TRUE(standby.ok()) << standby.status();
+  auto scene = FailoverScene::Start(idle);
+  ASSERT_TRUE(scene.ok()) << scene.status();
+  FakeLeader& old_leader = (*scene)->old_leader();
+  FakeLeader& new_leader = (*scene)->new_leader();
 
   constexpr int kWorkers = 16;
   std::vector<std::shared_ptr<net::LeaderFollower>> connections;
   for (int c = 0; c < 2; ++c) {
     net::ChannelOptions channel;
-    channel.target = absl::StrCat(old_address, ",", (*standby)->address());
+    channel.target = (*scene)->list();
     auto follower = net::LeaderFollower::Create(channel);
     ASSERT_TRUE(follower.ok()) << follower.status();
     connections.push_back(*std::move(follower));
@@ -63,8 +53,7 @@ TEST(LoadgenFailoverTest, SimulatedWorkersFollowTheNewLeader) {
   // Every worker joined the old leader and beats there; then it dies.
   ASSERT_TRUE(WaitFor([&] { return old_leader.heartbeats() >= 2 * kWorkers; },
                       10000, 2));
-  old_leader.Shutdown();
-  old_server->Shutdown(std::chrono::system_clock::now());
+  (*scene)->KillOld();
   run.join();
   ASSERT_TRUE(report.ok()) << report.status();
 
@@ -81,8 +70,6 @@ TEST(LoadgenFailoverTest, SimulatedWorkersFollowTheNewLeader) {
   EXPECT_EQ(new_leader.watch_ids(), credentials);
   EXPECT_EQ(new_leader.leaves(), kWorkers);
   EXPECT_GT(report->heartbeats_ok, 0);
-  new_leader.Shutdown();
-  new_server->Shutdown(std::chrono::system_clock::now());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // FakeLeader: the calls an idle client makes, answered and counted.
 #include "tests/common/net/fake_leader.h"
 
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -125,6 +126,43 @@ std::unique_ptr<grpc::Server> ServeOnLoopback(grpc::Service* service,
   if (server == nullptr || port == 0) return nullptr;
   *address = absl::StrCat("127.0.0.1:", port);
   return server;
+}
+
+absl::StatusOr<std::unique_ptr<FailoverScene>> FailoverScene::Start(
+    const FakeLeaderOptions& options) {
+  std::unique_ptr<FailoverScene> s(new FailoverScene(options));
+  s->old_server_ = ServeOnLoopback(&s->old_, &s->old_address_);
+  s->new_server_ = ServeOnLoopback(&s->new_, &s->new_address_);
+  if (s->old_server_ == nullptr || s->new_server_ == nullptr) {
+    return absl::UnavailableError("cannot listen on 127.0.0.1");
+  }
+  // The standby names the new leader, as the surviving coordinators do
+  // once one of them leads.
+  auto standby = FakeStandby::Start(s->new_address_);
+  if (!standby.ok()) return standby.status();
+  s->standby_ = *std::move(standby);
+  return s;
+}
+
+FailoverScene::~FailoverScene() {
+  standby_.reset();
+  KillOld();
+  new_.Shutdown();
+  if (new_server_ != nullptr) {
+    new_server_->Shutdown(std::chrono::system_clock::now());
+  }
+}
+
+std::string FailoverScene::list() const {
+  return absl::StrCat(old_address_, ",", standby_->address());
+}
+
+void FailoverScene::KillOld() {
+  old_.Shutdown();
+  if (old_server_ != nullptr) {
+    old_server_->Shutdown(std::chrono::system_clock::now());
+    old_server_.reset();
+  }
 }
 
 }  // namespace zshard::testing

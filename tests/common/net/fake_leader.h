@@ -12,8 +12,10 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/server.h"
+#include "tests/common/net/fake_standby.h"
 #include "zshard/v1/worker_service.grpc.pb.h"
 
 namespace zshard::testing {
@@ -73,5 +75,37 @@ class FakeLeader final : public v1::WorkerService::Service {
 // Null when it cannot listen.
 std::unique_ptr<grpc::Server> ServeOnLoopback(grpc::Service* service,
                                               std::string* address);
+
+// A client's failover on loopback: an old leader and a new one (ids
+// old-N and new-N), each served, and a standby that names the new one. A
+// client given list() ("OLD,STANDBY") joins the old leader; after KillOld
+// the standby sends it to the new one. Both leaders are shut down with the
+// scene.
+class FailoverScene {
+ public:
+  static absl::StatusOr<std::unique_ptr<FailoverScene>> Start(
+      const FakeLeaderOptions& options = {});
+  ~FailoverScene();
+
+  FakeLeader& old_leader() { return old_; }
+  FakeLeader& new_leader() { return new_; }
+  FakeStandby& standby() { return *standby_; }
+  // "OLD,STANDBY": the addresses a client starts with.
+  std::string list() const;
+  // The old leader dies: its open calls end and its port closes.
+  void KillOld();
+
+ private:
+  explicit FailoverScene(const FakeLeaderOptions& options)
+      : old_("old", options), new_("new", options) {}
+
+  FakeLeader old_;
+  FakeLeader new_;
+  std::string old_address_;
+  std::string new_address_;
+  std::unique_ptr<grpc::Server> old_server_;
+  std::unique_ptr<grpc::Server> new_server_;
+  std::unique_ptr<FakeStandby> standby_;
+};
 
 }  // namespace zshard::testing

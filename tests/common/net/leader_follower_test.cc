@@ -249,11 +249,11 @@ TEST_F(LeaderFollowerTest, OtherErrorsDoNotMove) {
 TEST_F(LeaderFollowerTest, LeaderNamingItselfFallsBackToRoundRobin) {
   auto follower = Follower({leader_, dead_});
   ASSERT_NE(follower, nullptr);
-  EXPECT_EQ(follower->Follow(follower->Current(), true, leader_),
+  EXPECT_EQ(follower->Follow(follower->Current(), leader_),
             LeaderFollower::Move::kToNext);
   EXPECT_EQ(follower->Current().address, dead_);
   // A named leader that is not HOST:PORT is ignored too.
-  EXPECT_EQ(follower->Follow(follower->Current(), true, "garbage"),
+  EXPECT_EQ(follower->Follow(follower->Current(), "garbage"),
             LeaderFollower::Move::kToNext);
   EXPECT_EQ(follower->Current().address, leader_);
   EXPECT_EQ(follower->size(), 2u);
@@ -267,7 +267,7 @@ TEST_F(LeaderFollowerTest, ManyReportsOfOneFailureMoveOnce) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&] {
-      if (follower->Follow(used, true, "") != LeaderFollower::Move::kStayed) {
+      if (follower->Follow(used, "") != LeaderFollower::Move::kStayed) {
         ++moved;
       }
     });
@@ -278,8 +278,8 @@ TEST_F(LeaderFollowerTest, ManyReportsOfOneFailureMoveOnce) {
   EXPECT_EQ(follower->Current().generation, 1u);
   // A stale report of the old address moves nothing; one of the current
   // address does.
-  EXPECT_EQ(follower->Follow(used, true, ""), LeaderFollower::Move::kStayed);
-  EXPECT_EQ(follower->Follow(follower->Current(), true, ""),
+  EXPECT_EQ(follower->Follow(used, ""), LeaderFollower::Move::kStayed);
+  EXPECT_EQ(follower->Follow(follower->Current(), ""),
             LeaderFollower::Move::kToNext);
   EXPECT_EQ(follower->Current().address, "127.0.0.1:1");
 }

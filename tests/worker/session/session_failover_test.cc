@@ -10,40 +10,27 @@
 #include <string>
 #include <thread>
 
-#include "absl/strings/str_cat.h"
 #include "client/worker/session/coordinator_session.h"
-#include "grpcpp/server.h"
 #include "gtest/gtest.h"
 #include "tests/common/net/fake_leader.h"
-#include "tests/common/net/fake_standby.h"
 #include "tests/testing/wait_for.h"
 #include "zshard/v1/worker_service.grpc.pb.h"
 
 namespace zshard::worker {
 namespace {
 
+using ::zshard::testing::FailoverScene;
 using ::zshard::testing::FakeLeader;
-using ::zshard::testing::ServeOnLoopback;
 using ::zshard::testing::WaitFor;
 
 TEST(SessionFailoverTest, FollowsTheNewLeaderWithItsIdAndToken) {
-  FakeLeader old_leader("old");
-  FakeLeader new_leader("new");
-  std::string old_address;
-  std::string new_address;
-  std::unique_ptr<grpc::Server> old_server =
-      ServeOnLoopback(&old_leader, &old_address);
-  std::unique_ptr<grpc::Server> new_server =
-      ServeOnLoopback(&new_leader, &new_address);
-  ASSERT_NE(old_server, nullptr);
-  ASSERT_NE(new_server, nullptr);
-  // The standby names the new leader, as the surviving coordinators do
-  // once one of them leads.
-  auto standby = ::zshard::testing::FakeStandby::Start(new_address);
-  ASSERT_TRUE(standby.ok()) << standby.status();
+  auto scene = FailoverScene::Start();
+  ASSERT_TRUE(scene.ok()) << scene.status();
+  FakeLeader& old_leader = (*scene)->old_leader();
+  FakeLeader& new_leader = (*scene)->new_leader();
 
   net::ChannelOptions channel;
-  channel.target = absl::StrCat(old_address, ",", (*standby)->address());
+  channel.target = (*scene)->list();
   auto coordinators = net::LeaderFollower::Create(channel);
   ASSERT_TRUE(coordinators.ok()) << coordinators.status();
   CoordinatorSession::Options options;
@@ -60,8 +47,7 @@ TEST(SessionFailoverTest, FollowsTheNewLeaderWithItsIdAndToken) {
   EXPECT_EQ(old_leader.watches(), 1);
 
   // The old leader dies (its calls cancelled, its port closed).
-  old_leader.Shutdown();
-  old_server->Shutdown(std::chrono::system_clock::now());
+  (*scene)->KillOld();
   const auto killed = std::chrono::steady_clock::now();
   ASSERT_TRUE(WaitFor(
       [&] { return new_leader.heartbeats() > 0 && new_leader.watches() > 0; },
@@ -78,14 +64,12 @@ TEST(SessionFailoverTest, FollowsTheNewLeaderWithItsIdAndToken) {
   EXPECT_EQ(new_leader.watch_ids(), credentials);
   EXPECT_EQ(session.worker_id(), "old-1");
   EXPECT_TRUE(session.alive());
-  EXPECT_GE((*standby)->calls(), 1);
+  EXPECT_GE((*scene)->standby().calls(), 1);
 
   session.Stop();
   run.join();
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(*outcome, SessionOutcome::kStopped);
-  new_leader.Shutdown();
-  new_server->Shutdown(std::chrono::system_clock::now());
 }
 
 }  // namespace
