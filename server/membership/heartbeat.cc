@@ -12,7 +12,7 @@
 namespace zshard::server {
 
 Membership::HeartbeatFacts Membership::Facts() {
-  absl::MutexLock lock(&facts_mu_);
+  absl::MutexLock lock(&shown_mu_);
   return facts_;
 }
 
@@ -35,8 +35,8 @@ void Membership::PublishFactsLocked() {
                        transition_.RankInCommitted(id) >= 0;
     m->lease->drain_now.store(!holds);
   }
-  absl::MutexLock lock(&facts_mu_);
-  facts_ = std::move(f);
+  absl::MutexLock lock(&shown_mu_);
+  facts_gate_.Stage(std::move(f));
 }
 
 absl::StatusOr<std::shared_ptr<MemberLease>> Membership::LiveLease(

@@ -50,7 +50,7 @@ Membership::Membership(job::JobSpec spec, Clock* clock, StateStore* store,
       history_(options.history_size),
       plans_(&spec_),
       batch_(store),
-      writer_(store),
+      writer_(store, [this](int64_t durable) { OnDurable(durable); }),
       updates_(options.update_log_size),
       events_(EventLogOptions{options.event_log_size}) {}
 
@@ -87,6 +87,7 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
     ZSHARD_ASSIGN_OR_RETURN(std::vector<Event> recent,
                             store->RecentEvents(options.event_log_size));
     for (Event& e : recent) m->events_.Append(std::move(e));
+    m->last_event_seq_ = m->events_.last_seq();
     ZSHARD_RETURN_IF_ERROR(m->RestoreLocked(state));
   }
   if (m->options_.restore.has_value()) {
@@ -319,6 +320,7 @@ absl::StatusOr<int> Membership::SetTargetWorld(int world) {
 }
 
 void Membership::Tick() {
+  writer_.Retry();  // what a failed store write left queued
   Change lock(this);
   const int64_t now = clock_->NowMs();
   if (options_.pause_grace_gap_ms > 0 && last_tick_ms_ >= 0 &&

@@ -30,6 +30,7 @@
 #include "server/events/event_log.h"
 #include "server/membership/checkpoint_types.h"
 #include "server/membership/commit_point.h"
+#include "server/membership/durable_gate.h"
 #include "server/membership/epoch_transition.h"
 #include "server/membership/job_checkpoints.h"
 #include "server/membership/lease_book.h"
@@ -368,7 +369,7 @@ class Membership {
 
   void PublishLocked(PlanPhase phase, const EpochPlan& plan)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // What heartbeats answer from, published in one step (see facts_).
+  // Stages what heartbeats answer from, shown in one step (see facts_).
   void PublishFactsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The session's lease when it is live; the table's exact error
   // otherwise.
@@ -382,9 +383,10 @@ class Membership {
                          bool moves_unchanged, const std::string& outcome)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SaveMetaLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Publishes the heartbeat facts and queues the pending batch for the
-  // store writer (see Change: the change's caller waits until it is
-  // durable after releasing the lock).
+  // Stages the heartbeat facts, queues the pending batch for the store
+  // writer (see Change: the change's caller waits until it is durable
+  // after releasing the lock) and seals what the change staged to be
+  // shown once that batch is durable (DurableGate).
   void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The lock of a change: holds mu_ for its scope, then, released, waits
@@ -424,14 +426,25 @@ class Membership {
     std::string failure_reason;
   };
   HeartbeatFacts Facts();
+  // The StoreWriter's tickets up to `durable` are durable: shows what
+  // waited for them (facts, events, then plan updates).
+  void OnDurable(int64_t durable);
+  // Shows `facts` (the latest wins) and `events`.
+  void ShowLocked(std::vector<HeartbeatFacts> facts, std::vector<Event> events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shown_mu_);
 
   absl::Mutex mu_;
   MemberTable members_ ABSL_GUARDED_BY(mu_);
   // members_'s leases: thread-safe, used by heartbeats without mu_.
   LeaseBook* const leases_;
-  // Order: mu_, then facts_mu_.
-  absl::Mutex facts_mu_;
-  HeartbeatFacts facts_ ABSL_GUARDED_BY(facts_mu_);
+  // What changes staged for heartbeats and event readers, shown once
+  // durable. Order: mu_, then shown_mu_, then the event log's own lock.
+  absl::Mutex shown_mu_;
+  HeartbeatFacts facts_ ABSL_GUARDED_BY(shown_mu_);
+  DurableGate<HeartbeatFacts> facts_gate_ ABSL_GUARDED_BY(shown_mu_);
+  DurableGate<Event> event_gate_ ABSL_GUARDED_BY(shown_mu_);
+  // The seq of the last event recorded (shown or staged).
+  int64_t last_event_seq_ ABSL_GUARDED_BY(mu_) = 0;
   // The clock at the last Tick (-1: none yet).
   int64_t last_tick_ms_ ABSL_GUARDED_BY(mu_) = -1;
   EpochTransition transition_ ABSL_GUARDED_BY(mu_);

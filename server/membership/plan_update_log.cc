@@ -54,18 +54,9 @@ void PlanUpdateLog::Publish(PlanPhase phase, const EpochPlan& plan,
   auto update =
       std::make_shared<const PlanUpdate>(PlanUpdate{seq, phase, plan});
   Snapshots snap = MakeSnapshots(seq, now, update);
-  // The update and the snapshot that includes it appear together: a
-  // watcher told that seq is the latest never gets an older snapshot.
   absl::MutexLock lock(&mu_);
   next_seq_ = seq + 1;
-  log_.push_back(std::move(update));
-  while (static_cast<int>(log_.size()) > std::max(1, capacity_)) {
-    log_.pop_front();
-  }
-  seq_ = seq;
-  snap_committed_ = std::move(snap.committed);
-  snap_pending_ = std::move(snap.pending);
-  cv_.SignalAll();
+  gate_.Stage(Staged{std::move(update), std::move(snap)});
 }
 
 void PlanUpdateLog::Snapshot(const EpochTransition& now) {
@@ -76,8 +67,35 @@ void PlanUpdateLog::Snapshot(const EpochTransition& now) {
   }
   Snapshots snap = MakeSnapshots(seq, now, nullptr);
   absl::MutexLock lock(&mu_);
-  snap_committed_ = std::move(snap.committed);
-  snap_pending_ = std::move(snap.pending);
+  gate_.Stage(Staged{nullptr, std::move(snap)});
+}
+
+void PlanUpdateLog::Seal(int64_t ticket) {
+  absl::MutexLock lock(&mu_);
+  ShowLocked(gate_.Seal(ticket));
+}
+
+void PlanUpdateLog::Release(int64_t durable) {
+  absl::MutexLock lock(&mu_);
+  ShowLocked(gate_.Release(durable));
+}
+
+void PlanUpdateLog::ShowLocked(std::vector<Staged> shown) {
+  if (shown.empty()) return;
+  for (Staged& s : shown) {
+    // An update and the snapshot that includes it appear together: a
+    // watcher told that seq is the latest never gets an older snapshot.
+    if (s.update != nullptr) {
+      seq_ = s.update->seq;
+      log_.push_back(std::move(s.update));
+      while (static_cast<int>(log_.size()) > std::max(1, capacity_)) {
+        log_.pop_front();
+      }
+    }
+    snap_committed_ = std::move(s.snap.committed);
+    snap_pending_ = std::move(s.snap.pending);
+  }
+  cv_.SignalAll();
 }
 
 WatchBatch PlanUpdateLog::Wait(int64_t after_seq, absl::Duration timeout) {

@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/membership/durable_gate.h"
 #include "server/membership/epoch_transition.h"
 #include "server/membership/types.h"
 
@@ -26,24 +27,32 @@ struct WatchBatch {
 };
 
 // Thread-safe, with a lock of its own that writers take last, so that many
-// watchers never queue up in front of heartbeats. Publish and Snapshot
-// must not run concurrently with each other (the membership calls them
-// under its lock).
+// watchers never queue up in front of heartbeats. Publish, Snapshot and
+// Seal must not run concurrently with each other (the membership calls
+// them under its lock). What they publish is staged: watchers see it once
+// Seal's ticket is durable (Release), so no watcher ever learns of an
+// epoch the store may not hold.
 class PlanUpdateLog {
  public:
   // Keeps the latest `capacity` updates (at least 1).
   explicit PlanUpdateLog(int capacity) : capacity_(capacity) {}
 
-  // Appends `plan` in `phase` as the next update, makes `now`'s epochs the
-  // snapshot (see Snapshot), both at once, and wakes every waiter. The
-  // snapshot shares the update itself where it is the same epoch and
-  // phase.
+  // Stages `plan` in `phase` as the next update, with `now`'s epochs as
+  // the snapshot (see Snapshot); once shown, both appear at once and every
+  // waiter wakes. The snapshot shares the update itself where it is the
+  // same epoch and phase.
   void Publish(PlanPhase phase, const EpochPlan& plan,
                const EpochTransition& now);
-  // What a new watcher gets first, from `now`: the committed epoch (its
-  // moves until it is stable), then the proposal in flight or the last
-  // abandoned one; each numbered with the latest update's seq.
+  // Stages the snapshot, what a new watcher gets first, from `now`: the
+  // committed epoch (its moves until it is stable), then the proposal in
+  // flight or the last abandoned one; each numbered with the latest
+  // update's seq.
   void Snapshot(const EpochTransition& now);
+  // What was staged since the last Seal is shown once the StoreWriter's
+  // `ticket` is durable (0: at once).
+  void Seal(int64_t ticket);
+  // The StoreWriter's tickets up to `durable` are durable.
+  void Release(int64_t durable);
 
   // Updates after `after_seq` (negative: a snapshot; so is falling behind
   // the log). Blocks up to `timeout` when there are none; returns early
@@ -56,6 +65,12 @@ class PlanUpdateLog {
   struct Snapshots {
     std::shared_ptr<const PlanUpdate> committed, pending;
   };
+  // A staged Publish (with its update) or Snapshot (without).
+  struct Staged {
+    std::shared_ptr<const PlanUpdate> update;
+    Snapshots snap;
+  };
+  void ShowLocked(std::vector<Staged> shown) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What Snapshot describes, numbered `seq`; `latest` (may be null) is
   // shared where it is one of them.
   static Snapshots MakeSnapshots(
@@ -66,6 +81,7 @@ class PlanUpdateLog {
   absl::Mutex mu_;
   absl::CondVar cv_;
   std::deque<std::shared_ptr<const PlanUpdate>> log_ ABSL_GUARDED_BY(mu_);
+  DurableGate<Staged> gate_ ABSL_GUARDED_BY(mu_);
   int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t seq_ ABSL_GUARDED_BY(mu_) = 0;  // the latest update's
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

@@ -48,28 +48,49 @@ void StoreWriter::WaitApplied(int64_t ticket) {
       mu_.Await(absl::Condition(&done));
       continue;
     }
-    // Lead: write everything queued so far in one transaction.
-    writing_ = true;
-    StoreWrite batch;
-    while (!queue_.empty()) {
-      Merge(batch, std::move(queue_.front()));
-      queue_.pop_front();
-    }
-    const int64_t upto = queued_;
-    mu_.Unlock();
-    const absl::Time start = absl::Now();
-    absl::Status s = store_->Apply(batch);
-    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    if (!s.ok()) {
-      ZSHARD_LOG_ERROR(absl::StrCat("state store write failed: ", s.message()));
-    }
-    mu_.Lock();
-    ++stats_.transactions;
-    if (!s.ok()) ++stats_.failures;
-    stats_.seconds += seconds;
-    applied_ = upto;
-    writing_ = false;
+    WriteQueuedLocked();
   }
+}
+
+void StoreWriter::Retry() {
+  if (store_ == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  if (!writing_ && durable_ < queued_) WriteQueuedLocked();
+}
+
+void StoreWriter::WriteQueuedLocked() {
+  // Lead: write everything queued so far in one transaction.
+  writing_ = true;
+  StoreWrite batch;
+  while (!queue_.empty()) {
+    Merge(batch, std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  const int64_t upto = queued_;
+  mu_.Unlock();
+  const absl::Time start = absl::Now();
+  absl::Status s = store_->Apply(batch);
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (!s.ok()) {
+    ZSHARD_LOG_ERROR(
+        absl::StrCat("state store write failed (kept for the "
+                     "next try): ",
+                     s.message()));
+  } else if (on_durable_) {
+    on_durable_(upto);
+  }
+  mu_.Lock();
+  ++stats_.transactions;
+  stats_.seconds += seconds;
+  if (s.ok()) {
+    durable_ = upto;
+  } else {
+    ++stats_.failures;
+    // Ahead of anything queued meanwhile: the order of changes holds.
+    queue_.push_front(std::move(batch));
+  }
+  applied_ = upto;
+  writing_ = false;
 }
 
 StoreWriter::Stats StoreWriter::stats() {

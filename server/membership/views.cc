@@ -123,10 +123,12 @@ void Membership::EventLocked(const std::string& kind,
                              const std::string& reason) {
   const int64_t epoch = transition_.committed().epoch;
   Event e{WallTimeMs(), epoch, kind, reason};
-  e.seq = events_.Append(e);
+  e.seq = ++last_event_seq_;
   ZSHARD_LOG_INFO(absl::StrCat(kind, ": ", reason),
                   {{"epoch", absl::StrCat(epoch)}});
   batch_.AddEvent(e);
+  absl::MutexLock lock(&shown_mu_);
+  event_gate_.Stage(std::move(e));
 }
 
 void Membership::RecordEpochLocked(const EpochPlan& plan, EpochStatus status,
@@ -149,6 +151,27 @@ void Membership::FlushLocked() {
   PublishFactsLocked();
   const int64_t ticket = writer_.Enqueue(batch_.Take(members_));
   if (ticket > 0) last_ticket_ = ticket;
+  // Facts before plan updates: a worker told of an epoch may heartbeat
+  // with it at once.
+  {
+    absl::MutexLock lock(&shown_mu_);
+    ShowLocked(facts_gate_.Seal(last_ticket_), event_gate_.Seal(last_ticket_));
+  }
+  updates_.Seal(last_ticket_);
+}
+
+void Membership::OnDurable(int64_t durable) {
+  {
+    absl::MutexLock lock(&shown_mu_);
+    ShowLocked(facts_gate_.Release(durable), event_gate_.Release(durable));
+  }
+  updates_.Release(durable);
+}
+
+void Membership::ShowLocked(std::vector<HeartbeatFacts> facts,
+                            std::vector<Event> events) {
+  if (!facts.empty()) facts_ = std::move(facts.back());
+  for (Event& e : events) events_.Append(std::move(e));
 }
 
 }  // namespace zshard::server

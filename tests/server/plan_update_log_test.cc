@@ -1,10 +1,12 @@
 // PlanUpdateLog: numbered updates, the snapshot for new and lagging
-// watchers (published together with the update), waits and shutdown.
+// watchers (published together with the update), shown only once their
+// store write is durable, waits and shutdown.
 #include "server/membership/plan_update_log.h"
 
 #include <atomic>
 #include <thread>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace zshard::server {
@@ -21,7 +23,9 @@ TEST(PlanUpdateLogTest, WatchersGetUpdatesAfterTheirSeq) {
   EpochTransition t;
   ASSERT_TRUE(t.Propose(Plan(1)).ok());
   log.Publish(PlanPhase::kProposed, Plan(1), t);
+  log.Seal(0);  // no store write to wait for
   log.Publish(PlanPhase::kAbandoned, Plan(1), t);
+  log.Seal(0);  // no store write to wait for
   WatchBatch b = log.Wait(0, absl::ZeroDuration());
   ASSERT_EQ(b.updates.size(), 2u);
   EXPECT_EQ(b.updates[0]->seq, 1);
@@ -36,7 +40,9 @@ TEST(PlanUpdateLogTest, NewAndLaggingWatchersGetTheSnapshot) {
   t.Restore(Plan(3), true, Plan(3), 4);
   ASSERT_TRUE(t.Propose(Plan(4)).ok());
   log.Publish(PlanPhase::kStable, Plan(3), t);
+  log.Seal(0);  // no store write to wait for
   log.Publish(PlanPhase::kProposed, Plan(4), t);
+  log.Seal(0);                     // no store write to wait for
   for (int64_t after : {-1, 0}) {  // new; behind the one kept update
     WatchBatch b = log.Wait(after, absl::ZeroDuration());
     ASSERT_EQ(b.updates.size(), 2u) << after;
@@ -52,6 +58,7 @@ TEST(PlanUpdateLogTest, TheSnapshotSharesThePublishedUpdate) {
   EpochTransition t;
   ASSERT_TRUE(t.Propose(Plan(1)).ok());
   log.Publish(PlanPhase::kProposed, Plan(1), t);
+  log.Seal(0);  // no store write to wait for
   const WatchBatch from_log = log.Wait(0, absl::ZeroDuration());
   const WatchBatch snapshot = log.Wait(-1, absl::ZeroDuration());
   ASSERT_EQ(from_log.updates.size(), 1u);
@@ -76,9 +83,11 @@ TEST(PlanUpdateLogTest, SnapshotAndLastSeqAppearTogether) {
       p.epoch = e;
       ASSERT_TRUE(t.Propose(p).ok());
       log.Publish(PlanPhase::kProposed, p, t);
+      log.Seal(0);  // no store write to wait for
       absl::StatusOr<EpochPlan> abandoned = t.Abandon("next");
       ASSERT_TRUE(abandoned.ok());
       log.Publish(PlanPhase::kAbandoned, *abandoned, t);
+      log.Seal(0);  // no store write to wait for
     }
     done = true;
   });
@@ -97,6 +106,46 @@ TEST(PlanUpdateLogTest, SnapshotAndLastSeqAppearTogether) {
   ASSERT_EQ(last.updates.size(), 1u);
   EXPECT_EQ(last.updates[0]->seq, 2 * kEpochs);
   EXPECT_EQ(last.updates[0]->phase, PlanPhase::kAbandoned);
+}
+
+// A leader killed between its commit and the commit's store write must not
+// have told any watcher of the epoch: updates wait for their write.
+TEST(PlanUpdateLogTest, UpdatesWaitUntilTheirStoreWriteIsDurable) {
+  PlanUpdateLog log(8);
+  EpochTransition t;
+  ASSERT_TRUE(t.Propose(Plan(1)).ok());
+  log.Publish(PlanPhase::kProposed, Plan(1), t);
+  EXPECT_TRUE(log.Wait(-1, absl::ZeroDuration()).updates.empty());  // staged
+  log.Seal(3);  // its change is the writer's ticket 3
+  ASSERT_TRUE(t.Abandon("a member died").ok());
+  log.Publish(PlanPhase::kAbandoned, Plan(1), t);
+  log.Seal(4);
+  log.Release(2);  // an earlier write: nothing of these yet
+  EXPECT_TRUE(log.Wait(0, absl::ZeroDuration()).updates.empty());
+  EXPECT_TRUE(log.Wait(-1, absl::ZeroDuration()).updates.empty());
+  log.Release(3);
+  WatchBatch b = log.Wait(0, absl::ZeroDuration());
+  ASSERT_EQ(b.updates.size(), 1u);
+  EXPECT_EQ(b.updates[0]->phase, PlanPhase::kProposed);
+  EXPECT_EQ(b.last_seq, 1);
+  // A new watcher's snapshot is the one staged with the shown update.
+  b = log.Wait(-1, absl::ZeroDuration());
+  ASSERT_EQ(b.updates.size(), 1u);
+  EXPECT_EQ(b.updates[0]->phase, PlanPhase::kProposed);
+  // A waiter wakes when the next write is durable.
+  std::thread writer([&log] {
+    absl::SleepFor(absl::Milliseconds(20));
+    log.Release(4);
+  });
+  b = log.Wait(1, absl::Seconds(30));
+  writer.join();
+  ASSERT_EQ(b.updates.size(), 1u);
+  EXPECT_EQ(b.updates[0]->phase, PlanPhase::kAbandoned);
+  EXPECT_EQ(b.last_seq, 2);
+  // Sealed after its ticket became durable: shown at once.
+  log.Snapshot(t);
+  log.Seal(4);
+  EXPECT_EQ(log.Wait(-1, absl::ZeroDuration()).updates.size(), 1u);
 }
 
 TEST(PlanUpdateLogTest, ShutdownEndsWaits) {

@@ -81,20 +81,45 @@ TEST(StoreWriterTest, QueuedChangesAreWrittenInOneTransactionInOrder) {
   EXPECT_GE(stats.seconds, 0);
 }
 
-TEST(StoreWriterTest, AFailedTransactionIsCounted) {
-  class FailingStore final : public RecordingStore {
+// A failed transaction is counted, reported to no one as durable, and
+// written again, ahead of later changes, by the next write or Retry.
+TEST(StoreWriterTest, AFailedTransactionIsKeptAndWrittenAgain) {
+  class FlakyStore final : public RecordingStore {
    public:
-    absl::Status Apply(const StoreWrite&) override {
-      return absl::UnavailableError("etcd 127.0.0.1:1 unreachable");
+    absl::Status Apply(const StoreWrite& write) override {
+      if (failing) return absl::UnavailableError("etcd 127.0.0.1:1 down");
+      return RecordingStore::Apply(write);
     }
+    bool failing = true;
   };
-  FailingStore store;
-  StoreWriter writer(&store);
+  FlakyStore store;
+  std::vector<int64_t> durable;
+  StoreWriter writer(&store, [&](int64_t t) { durable.push_back(t); });
   writer.WaitApplied(writer.Enqueue(MemberWrite("w-a", 2)));
-  const StoreWriter::Stats stats = writer.stats();
-  EXPECT_EQ(stats.changes, 1);
-  EXPECT_EQ(stats.transactions, 1);
-  EXPECT_EQ(stats.failures, 1);
+  writer.WaitApplied(writer.Enqueue(MemberWrite("w-b", 3)));
+  writer.Retry();
+  EXPECT_TRUE(durable.empty());
+  EXPECT_TRUE(store.applied.empty());
+  StoreWriter::Stats stats = writer.stats();
+  EXPECT_EQ(stats.changes, 2);
+  EXPECT_EQ(stats.transactions, 3);
+  EXPECT_EQ(stats.failures, 3);
+  store.failing = false;
+  writer.Retry();
+  ASSERT_EQ(store.applied.size(), 1u);
+  const StoreWrite& w = store.applied[0];
+  ASSERT_EQ(w.members.size(), 2u);
+  EXPECT_EQ(w.members[0].worker_id, "w-a");
+  EXPECT_EQ(w.members[1].worker_id, "w-b");
+  EXPECT_EQ(w.meta.at("next_join_seq"), 3);
+  EXPECT_EQ(durable, std::vector<int64_t>({2}));
+  writer.Retry();  // nothing left
+  EXPECT_EQ(store.applied.size(), 1u);
+  writer.WaitApplied(writer.Enqueue(MemberWrite("w-c", 4)));
+  EXPECT_EQ(durable, std::vector<int64_t>({2, 3}));
+  stats = writer.stats();
+  EXPECT_EQ(stats.transactions, 5);
+  EXPECT_EQ(stats.failures, 3);
 }
 
 TEST(StoreWriterTest, WithoutAStoreNothingIsQueued) {
