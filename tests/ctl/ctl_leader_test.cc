@@ -9,9 +9,11 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/file_io.h"
 #include "common/job/job_spec.h"
 #include "gmock/gmock.h"
@@ -232,6 +234,37 @@ TEST_F(CtlLeaderTest, NoLeaderOrABadListIsOneLine) {
   ExpectOneLineError(Run({"--coordinator", "a:1,b", "reshards"}), 2,
                      "zshardctl reshards: coordinator address 'b' has no port "
                      "(HOST:PORT)");
+}
+
+// During a failover's election every coordinator answers "no leader yet";
+// zshardctl asks again until one leads, within --timeout-ms.
+TEST_F(CtlLeaderTest, StatusWaitsOutAnElection) {
+  auto spec = job::ParseJobSpec(R"({
+    "name": "ctl-election-test",
+    "model": {"preset": "gpt2-small"},
+    "world": {"instances": 1, "min": 1, "max": 2},
+    "workload": {"kind": "idle", "steps": 0}
+  })");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto coordinator = server::Coordinator::Start(*std::move(spec),
+                                                server::CoordinatorOptions());
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  auto a = FakeStandby::Start("");
+  auto b = FakeStandby::Start("");
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::thread elected([&] {
+    absl::SleepFor(absl::Milliseconds(700));
+    (*b)->set_leader((*coordinator)->address());
+  });
+  CtlResult r =
+      Run({"--coordinator", absl::StrCat((*a)->address(), ",", (*b)->address()),
+           "status", "--output", "json", "--timeout-ms", "20000"});
+  elected.join();
+  ASSERT_EQ(r.exit, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["job"], "ctl-election-test");
+  EXPECT_GE((*a)->calls() + (*b)->calls(), 3);  // asked again
 }
 
 TEST_F(CtlLeaderTest, StatusReachesTheRealCoordinatorThroughAStandby) {
