@@ -191,10 +191,12 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
     ZSHARD_RETURN_IF_ERROR(
         SplitHostPort(c->options_.metrics_listen, &host, &port));
     c->metrics_server_ = std::make_unique<MetricsServer>();
-    ZSHARD_ASSIGN_OR_RETURN(c->metrics_port_, c->metrics_server_->Start(
-                                                  host, port, [raw = c.get()] {
-                                                    return raw->RenderMetrics();
-                                                  }));
+    Coordinator* raw = c.get();
+    ZSHARD_ASSIGN_OR_RETURN(
+        c->metrics_port_,
+        c->metrics_server_->Start(
+            host, port, [raw] { return raw->RenderMetrics(); },
+            [raw] { return raw->leading(); }));
   }
   return c;
 }

@@ -14,10 +14,16 @@ MetricsServer::MetricsServer() : http_(std::make_unique<httplib::Server>()) {}
 MetricsServer::~MetricsServer() { Stop(); }
 
 absl::StatusOr<int> MetricsServer::Start(const std::string& host, int port,
-                                         Render render) {
+                                         Render render, Leading leading) {
   http_->Get("/metrics", [render = std::move(render)](const httplib::Request&,
                                                       httplib::Response& res) {
     res.set_content(render(), "text/plain; version=0.0.4");
+  });
+  http_->Get("/leader", [leading = std::move(leading)](const httplib::Request&,
+                                                       httplib::Response& res) {
+    const bool leads = leading();
+    res.status = leads ? 200 : 503;
+    res.set_content(leads ? "leader\n" : "standby\n", "text/plain");
   });
   int bound = port;
   if (port == 0) {

@@ -1,5 +1,7 @@
 // The Prometheus endpoint: GET /metrics over HTTP (cpp-httplib) on its own
-// thread, rendering the text a callback produces.
+// thread, rendering the text a callback produces, and GET /leader, a
+// readiness check for Kubernetes that needs no TLS and no gRPC (200 on the
+// leading coordinator, 503 on a standby).
 #pragma once
 
 #include <functional>
@@ -19,12 +21,15 @@ namespace zshard::server {
 class MetricsServer {
  public:
   using Render = std::function<std::string()>;
+  using Leading = std::function<bool()>;
   MetricsServer();
   ~MetricsServer();
 
-  // Binds `host:port` (port 0: any free port) and serves /metrics with the
-  // text of `render()`. Returns the bound port; Unavailable on bind errors.
-  absl::StatusOr<int> Start(const std::string& host, int port, Render render);
+  // Binds `host:port` (port 0: any free port), serves /metrics with the
+  // text of `render()` and /leader with 200 "leader" while `leading()`,
+  // else 503 "standby". Returns the bound port; Unavailable on bind errors.
+  absl::StatusOr<int> Start(const std::string& host, int port, Render render,
+                            Leading leading);
   // Stops serving and joins the thread. Idempotent.
   void Stop();
 

@@ -13,6 +13,10 @@
 // started here. Containers that run another program by absolute path (the
 // etcd members) are started with the host's program of that path, skipped
 // when it is not installed.
+// While a zshard container runs, each of its httpGet probes on a port it listens
+// on here must be served (any answer but 404, within the deadline), and a
+// coordinator's readiness probe must answer 200: it is the only
+// coordinator on its store here, so it leads.
 //
 //   node check_manifest_flags.js --modules DIR --bin-dir DIR \
 //       (--kustomize DIR | FILE.yaml)...
@@ -204,29 +208,84 @@ function etcdEndpoint(scratch) {
 // paths under the pod's scratch root, wildcard listen addresses (plain or
 // in URLs) on free loopback ports, etcd store endpoints on the local etcd.
 // Handles "--flag=value" as well as separate values.
-async function localArg(raw, root, mounts, scratch) {
+// `ports` maps each listen port given to the loopback port used instead.
+async function localArg(raw, root, mounts, scratch, ports) {
   const eq = /^(--[A-Za-z0-9-]+=)(.*)$/.exec(raw);
   const prefix = eq ? eq[1] : '';
   let a = eq ? eq[2] : raw;
   const mount = mounts.find((p) => a === p || a.startsWith(p + '/'));
   if (mount) a = path.join(root, a);
-  const listen = /^(https?:\/\/)?0\.0\.0\.0:\d+$/.exec(a);
-  if (listen) a = `${listen[1] || ''}127.0.0.1:${await freePort()}`;
+  const listen = /^(https?:\/\/)?0\.0\.0\.0:(\d+)$/.exec(a);
+  if (listen) {
+    const local = await freePort();
+    ports.set(Number(listen[2]), local);
+    a = `${listen[1] || ''}127.0.0.1:${local}`;
+  }
   const store = /^etcd:[^/]+(\/.+)$/.exec(a);
   if (store) a = `etcd:${await etcdEndpoint(scratch)}${store[1]}`;
   return prefix + a;
 }
 
-// Starts one container's binary; resolves to {verdict, detail}.
-async function runContainer(binary, argv, env) {
+// The container's httpGet probes on ports that listen here:
+// [{name, path, port (local), want200}].
+function localProbes(c, ports, isCoordinator) {
+  const out = [];
+  for (const name of ['startupProbe', 'readinessProbe', 'livenessProbe']) {
+    const get = c[name] && c[name].httpGet;
+    if (!get) continue;
+    const declared = typeof get.port === 'number' ? get.port :
+        ((c.ports || []).find((p) => p.name === get.port) || {}).containerPort;
+    if (!ports.has(declared)) continue;
+    out.push({name, path: get.path || '/', port: ports.get(declared),
+              want200: isCoordinator && name === 'readinessProbe'});
+  }
+  return out;
+}
+
+// GET http://127.0.0.1:port/path: the status code, or 0 when nothing answers.
+function httpStatus(port, urlPath) {
   return new Promise((resolve) => {
+    const req = http.get({host: '127.0.0.1', port, path: urlPath, timeout: 500},
+                         (res) => { res.resume(); resolve(res.statusCode); });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(0));
+  });
+}
+
+// Starts one container's binary; resolves to {verdict, detail}. While it
+// runs, asks each of `probes` until it passes (see the header).
+async function runContainer(binary, argv, env, probes) {
+  const answers = new Map();  // probe name -> last status
+  const passes = (p) => {
+    const code = answers.get(p.name) || 0;
+    return p.want200 ? code === 200 : code !== 0 && code !== 404;
+  };
+  let polling = true;
+  const poll = async () => {
+    while (polling && !probes.every(passes)) {
+      for (const p of probes) {
+        if (!passes(p)) answers.set(p.name, await httpStatus(p.port, p.path));
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  const polled = poll();
+  const probeFailures = () => probes.filter((p) => !passes(p)).map((p) => {
+    const code = answers.get(p.name) || 0;
+    return `${p.name} GET ${p.path} ${code === 0 ? 'got no answer' :
+        `answered ${code}`}${p.want200 ? ' (want 200)' : ''}`;
+  });
+  const result = await new Promise((resolve) => {
     const child = childProcess.spawn(binary, argv, {
       env: {PATH: process.env.PATH, ...env}, stdio: ['ignore', 'pipe', 'pipe']});
     let output = '';
     const keep = (d) => { output = (output + d).slice(-4000); };
     child.stdout.on('data', keep);
     child.stderr.on('data', keep);
+    let probesAtDeadline = null;  // failures, once the deadline came
     const timer = setTimeout(() => {
+      probesAtDeadline = probeFailures();
+      polling = false;
       child.kill('SIGTERM');
       // A graceful leave may take a moment; make sure it ends.
       setTimeout(() => child.kill('SIGKILL'), 5000).unref();
@@ -248,6 +307,12 @@ async function runContainer(binary, argv, env) {
         resolve({verdict: 'ok  ', detail: `accepted its command line (no GPU here: ${last})`});
       } else if (code === 2) {
         resolve({verdict: 'FAIL', detail: `rejected its command line: ${last}`});
+      } else if (probesAtDeadline && probesAtDeadline.length > 0) {
+        resolve({verdict: 'FAIL', detail: `probes: ${probesAtDeadline.join('; ')}`});
+      } else if (probesAtDeadline && probes.length > 0) {
+        const answered = probes.map((p) => `${p.path} ${answers.get(p.name)}`);
+        resolve({verdict: 'ok  ', detail: 'accepted its command line and served its ' +
+            `probes (${answered.join(', ')})`});
       } else if (signal) {
         resolve({verdict: 'ok  ', detail: 'accepted its command line (still running at the deadline)'});
       } else {
@@ -255,6 +320,9 @@ async function runContainer(binary, argv, env) {
       }
     });
   });
+  polling = false;
+  await polled;
+  return result;
 }
 
 async function main() {
@@ -296,10 +364,13 @@ async function main() {
           }
           const env = containerEnv(c, podName, objects);
           const argv = [];
+          const ports = new Map();
           for (const raw of c.args || []) {
-            argv.push(await localArg(expand(raw, env), root, mounts, scratch));
+            argv.push(await localArg(expand(raw, env), root, mounts, scratch, ports));
           }
-          const {verdict, detail} = await runContainer(binary, argv, env);
+          const probes = ours ?
+              localProbes(c, ports, path.basename(binary) === 'zshard-coordinator') : [];
+          const {verdict, detail} = await runContainer(binary, argv, env, probes);
           console.log(`${verdict} ${label}: ${detail}`);
           ran++;
           if (verdict === 'FAIL') failed++;

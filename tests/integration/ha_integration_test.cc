@@ -113,14 +113,18 @@ class HaTest : public ::testing::Test {
     return workers_.back().get();
   }
 
-  // The zshard_leader sample of c's /metrics (-1: none).
+  // The zshard_leader sample of c's /metrics (-1: none, or a /leader
+  // readiness answer that disagrees: 200 on the leader, 503 on a standby).
   static int LeaderGauge(const Coordinator* c) {
     httplib::Client http("127.0.0.1", c->metrics_port);
     auto res = http.Get("/metrics");
     if (!res || res->status != 200) return -1;
-    if (res->body.find("\nzshard_leader 1\n") != std::string::npos) return 1;
-    if (res->body.find("\nzshard_leader 0\n") != std::string::npos) return 0;
-    return -1;
+    int gauge = -1;
+    if (res->body.find("\nzshard_leader 1\n") != std::string::npos) gauge = 1;
+    if (res->body.find("\nzshard_leader 0\n") != std::string::npos) gauge = 0;
+    auto ready = http.Get("/leader");
+    if (!ready || ready->status != (gauge == 1 ? 200 : 503)) return -1;
+    return gauge;
   }
 
   static bool Leads(const Coordinator* c) {

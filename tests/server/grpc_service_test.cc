@@ -283,8 +283,12 @@ TEST_F(MetricsTest, PrometheusTextHasMembersEpochAndRpcs) {
             std::string::npos)
       << body;
   EXPECT_NE(body.find("zshard_epoch 0\n"), std::string::npos);
-  // Without etcd it is the only coordinator: it leads.
+  // Without etcd it is the only coordinator: it leads, and is ready.
   EXPECT_NE(body.find("\nzshard_leader 1\n"), std::string::npos);
+  auto ready = http.Get("/leader");
+  ASSERT_TRUE(ready) << "no answer from /leader";
+  EXPECT_EQ(ready->status, 200);
+  EXPECT_EQ(ready->body, "leader\n");
   // Memory only (no store here): no store writes yet, the counters shown.
   EXPECT_NE(body.find("\nzshard_store_transactions_total 0\n"),
             std::string::npos);
