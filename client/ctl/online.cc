@@ -1,10 +1,8 @@
 // Shared flags, channel and errors of zshardctl's online commands.
 #include "client/ctl/online.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <thread>
 #include <utility>
 
 #include "absl/flags/flag.h"
@@ -88,21 +86,8 @@ std::unique_ptr<grpc::ClientContext> CallContext(const OnlineArgs& args,
 grpc::Status WaitOutElection(const net::LeaderFollower& coordinators,
                              const OnlineArgs& args,
                              const std::function<grpc::Status()>& round) {
-  const auto give_up = std::chrono::steady_clock::now() +
-                       std::chrono::milliseconds(args.timeout_ms);
-  int64_t pause_ms = 100;
-  while (true) {
-    grpc::Status status = round();
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
-        coordinators.size() < 2) {
-      return status;
-    }
-    const auto wake =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(pause_ms);
-    if (wake >= give_up) return status;
-    std::this_thread::sleep_until(wake);
-    pause_ms = std::min<int64_t>(pause_ms * 2, 1000);
-  }
+  return net::RetryThroughElection(coordinators,
+                                   absl::Milliseconds(args.timeout_ms), round);
 }
 
 int ReportRpcError(const char* command, const OnlineArgs& args,

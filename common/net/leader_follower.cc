@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/net/coordinator_list.h"
 #include "common/net/leader_redirect.h"
@@ -138,6 +139,22 @@ grpc::Status CallOnLeader(
         follower.Current().generation == pick.generation) {
       return status;
     }
+  }
+}
+
+grpc::Status RetryThroughElection(const LeaderFollower& follower,
+                                  absl::Duration wait,
+                                  const std::function<grpc::Status()>& round) {
+  const absl::Time give_up = absl::Now() + wait;
+  absl::Duration pause = absl::Milliseconds(100);
+  while (true) {
+    grpc::Status status = round();
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        follower.size() < 2 || absl::Now() + pause >= give_up) {
+      return status;
+    }
+    absl::SleepFor(pause);
+    pause = std::min(pause * 2, absl::Seconds(1));
   }
 }
 

@@ -15,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/net/channel.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -122,5 +123,14 @@ grpc::Status CallOnLeader(
     const std::function<grpc::Status(const std::shared_ptr<grpc::Channel>&,
                                      grpc::ClientContext*)>& call,
     const FollowOptions& options = FollowOptions());
+
+// Runs `round` (say, one CallOnLeader) and, while it ends UNAVAILABLE
+// with several coordinators known (no leader anywhere: an election in
+// progress, as during a failover), runs it again after a pause of 100 ms,
+// doubling up to 1 s, until `wait` has passed since the first. Returns the
+// last round's status. With one coordinator, `round` runs once.
+grpc::Status RetryThroughElection(const LeaderFollower& follower,
+                                  absl::Duration wait,
+                                  const std::function<grpc::Status()>& round);
 
 }  // namespace zshard::net

@@ -35,31 +35,31 @@ CoordinatorKvStore::CoordinatorKvStore(
     : options_(options), coordinators_(std::move(coordinators)) {}
 
 grpc::Status CoordinatorKvStore::Call(
-    std::chrono::system_clock::time_point deadline,
-    const std::function<grpc::Status(v1::RendezvousService::Stub&,
-                                     grpc::ClientContext*)>& call) {
+    std::chrono::system_clock::time_point deadline, const KvCall& call) {
   // Every attempt shares the one deadline. A DEADLINE_EXCEEDED may be the
   // coordinator's own answer to a Get or Wait: never a reason to move.
   // With several coordinators, no leader anywhere is an election in
-  // progress (a failover): ask again until the deadline, and at least
-  // election_wait_ms, so that the rendezvous of an open transition survives
-  // it. With one, fail at once as ever (the coordinator retries the epoch).
+  // progress (a failover): the time without a leader does not count
+  // against the call, whose deadline moves later by as much (up to
+  // election_wait_ms in all), so that the rendezvous of an open transition
+  // survives it: its peers, held up by the same election, still get the
+  // whole timeout to meet. With one, fail at once as ever (the
+  // coordinator retries the epoch).
   const bool elections = coordinators_->size() >= 2;
-  const auto give_up =
-      elections
-          ? std::max(deadline, std::chrono::system_clock::now() +
-                                   std::chrono::milliseconds(std::max<int64_t>(
-                                       options_.election_wait_ms, 0)))
-          : deadline;
+  const auto max_extension = std::chrono::milliseconds(
+      std::max<int64_t>(options_.election_wait_ms, 0));
+  std::chrono::system_clock::duration extended{0};
   Backoff backoff(options_.min_backoff_ms, options_.max_backoff_ms);
   while (true) {
-    const auto now = std::chrono::system_clock::now();
-    // Past the deadline (waiting out an election) an attempt gets the
-    // margin; a Get or Wait then lets the server wait 0 ms.
+    const auto started = std::chrono::system_clock::now();
+    const auto effective = deadline + extended;
+    // Past the deadline an attempt gets the margin; a Get or Wait then
+    // lets the server wait 0 ms.
     const auto attempt_deadline =
-        now < deadline ? deadline
-                       : now + std::chrono::milliseconds(std::max<int64_t>(
-                                   options_.rpc_margin_ms, 1));
+        started < effective
+            ? effective
+            : started + std::chrono::milliseconds(
+                            std::max<int64_t>(options_.rpc_margin_ms, 1));
     grpc::Status status = net::CallOnLeader(
         *coordinators_,
         [attempt_deadline] {
@@ -67,16 +67,20 @@ grpc::Status CoordinatorKvStore::Call(
           context->set_deadline(attempt_deadline);
           return context;
         },
-        [&call](const std::shared_ptr<grpc::Channel>& channel,
-                grpc::ClientContext* context) {
-          return call(*v1::RendezvousService::NewStub(channel), context);
+        [&call, effective](const std::shared_ptr<grpc::Channel>& channel,
+                           grpc::ClientContext* context) {
+          return call(*v1::RendezvousService::NewStub(channel), context,
+                      effective);
         });
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE || !elections) {
       return status;
     }
     const auto wake = std::chrono::system_clock::now() +
                       std::chrono::milliseconds(backoff.NextMs());
-    if (wake >= give_up) return status;
+    // This attempt and the pause after it found no leader.
+    const auto lost = wake - started;
+    if (extended + lost > max_extension) return status;
+    extended += lost;
     std::this_thread::sleep_until(wake);
   }
 }
@@ -92,7 +96,8 @@ absl::Status CoordinatorKvStore::Set(absl::string_view key,
   v1::SetResponse response;
   return FromGrpcStatus(
       Call(DeadlineIn(options_.rpc_margin_ms),
-           [&](v1::RendezvousService::Stub& stub, grpc::ClientContext* c) {
+           [&](v1::RendezvousService::Stub& stub, grpc::ClientContext* c,
+               std::chrono::system_clock::time_point) {
              return stub.Set(c, request, &response);
            }));
 }
@@ -107,8 +112,9 @@ absl::StatusOr<std::string> CoordinatorKvStore::Get(absl::string_view key,
   v1::GetResponse response;
   const auto deadline = DeadlineIn(timeout_ms + options_.rpc_margin_ms);
   grpc::Status status = Call(
-      deadline, [&](v1::RendezvousService::Stub& stub, grpc::ClientContext* c) {
-        request.set_timeout_ms(ServerWaitMs(deadline));
+      deadline, [&](v1::RendezvousService::Stub& stub, grpc::ClientContext* c,
+                    std::chrono::system_clock::time_point effective) {
+        request.set_timeout_ms(ServerWaitMs(effective));
         return stub.Get(c, request, &response);
       });
   if (!status.ok()) return FromGrpcStatus(status);
@@ -125,8 +131,9 @@ absl::Status CoordinatorKvStore::Wait(const std::vector<std::string>& keys,
   v1::WaitResponse response;
   const auto deadline = DeadlineIn(timeout_ms + options_.rpc_margin_ms);
   return FromGrpcStatus(Call(
-      deadline, [&](v1::RendezvousService::Stub& stub, grpc::ClientContext* c) {
-        request.set_timeout_ms(ServerWaitMs(deadline));
+      deadline, [&](v1::RendezvousService::Stub& stub, grpc::ClientContext* c,
+                    std::chrono::system_clock::time_point effective) {
+        request.set_timeout_ms(ServerWaitMs(effective));
         return stub.Wait(c, request, &response);
       }));
 }

@@ -36,11 +36,11 @@ class CoordinatorKvStore final : public comm::KvStore {
     // and 1000 ms.
     int64_t min_backoff_ms = 100;
     int64_t max_backoff_ms = 1000;
-    // With several coordinators, a call that finds no leader keeps asking
-    // for at least this long, past its deadline if need be (an election
-    // lasts up to the lease TTL + 2 s; a blocking call sliced into short
-    // waits would otherwise fail within one); such a late attempt gets
-    // rpc_margin_ms. Default 10000.
+    // With several coordinators, the time a call finds no leader (an
+    // election lasts up to the lease TTL + 2 s) moves its deadline later
+    // by as much, up to this long in all: peers held up by the same
+    // election still get the call's whole timeout to meet. An attempt past
+    // the deadline gets rpc_margin_ms. Default 10000.
     int64_t election_wait_ms = 10000;
   };
 
@@ -66,11 +66,14 @@ class CoordinatorKvStore final : public comm::KvStore {
   // What a Get or Wait lets the coordinator wait, in ms: the time left to
   // `deadline` less the margin.
   int64_t ServerWaitMs(std::chrono::system_clock::time_point deadline) const;
-  // Calls `call` on the leader until `deadline` (see election_wait_ms).
-  grpc::Status Call(
-      std::chrono::system_clock::time_point deadline,
-      const std::function<grpc::Status(v1::RendezvousService::Stub&,
-                                       grpc::ClientContext*)>& call);
+  // One attempt on `stub`, with the call's deadline as moved so far.
+  using KvCall = std::function<grpc::Status(
+      v1::RendezvousService::Stub&, grpc::ClientContext*,
+      std::chrono::system_clock::time_point)>;
+  // Calls `call` on the leader until `deadline`, moved later by the time
+  // without a leader (see election_wait_ms).
+  grpc::Status Call(std::chrono::system_clock::time_point deadline,
+                    const KvCall& call);
 
   const Options options_;
   const std::shared_ptr<net::LeaderFollower> coordinators_;

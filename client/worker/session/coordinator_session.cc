@@ -76,6 +76,13 @@ grpc::Status CoordinatorSession::CallLeader(
   return status;
 }
 
+grpc::Status CoordinatorSession::CallLeaderThroughElection(
+    const std::function<grpc::Status(v1::WorkerService::Stub&,
+                                     grpc::ClientContext*)>& call) {
+  return net::RetryThroughElection(*coordinators_, absl::Seconds(10),
+                                   [&] { return CallLeader(call); });
+}
+
 void CoordinatorSession::RedirectWatch() {
   const uint64_t generation = coordinators_->Current().generation;
   absl::MutexLock lock(&mu_);

@@ -160,6 +160,11 @@ class CoordinatorSession {
   grpc::Status CallLeader(
       const std::function<grpc::Status(v1::WorkerService::Stub&,
                                        grpc::ClientContext*)>& call);
+  // CallLeader, asked again through an election (RetryThroughElection, up
+  // to 10 s): for reports that nothing replays, failures and checkpoints.
+  grpc::Status CallLeaderThroughElection(
+      const std::function<grpc::Status(v1::WorkerService::Stub&,
+                                       grpc::ClientContext*)>& call);
   // Cancels the plan watch when it reads from an address the follower has
   // left, so it reconnects to the current one.
   void RedirectWatch();

@@ -76,8 +76,8 @@ absl::Status CoordinatorSession::ReportCheckpoint(
     range->set_end(r.end);
   }
   v1::ReportCheckpointResponse response;
-  grpc::Status status =
-      CallLeader([&](v1::WorkerService::Stub& stub, grpc::ClientContext* c) {
+  grpc::Status status = CallLeaderThroughElection(
+      [&](v1::WorkerService::Stub& stub, grpc::ClientContext* c) {
         return stub.ReportCheckpoint(c, request, &response);
       });
   if (!status.ok()) return FromGrpcStatus(status);
@@ -101,8 +101,8 @@ void CoordinatorSession::ReportFailure(const RunnerFailure& failure) {
     request.mutable_file()->set_rank(failure.rank);
     request.set_error(failure.error);
     v1::ReportCheckpointResponse response;
-    status =
-        CallLeader([&](v1::WorkerService::Stub& stub, grpc::ClientContext* c) {
+    status = CallLeaderThroughElection(
+        [&](v1::WorkerService::Stub& stub, grpc::ClientContext* c) {
           return stub.ReportCheckpoint(c, request, &response);
         });
   } else if (failure.kind == RunnerFailure::Kind::kEvent) {
@@ -112,8 +112,8 @@ void CoordinatorSession::ReportFailure(const RunnerFailure& failure) {
     request.set_kind(failure.event_kind);
     request.set_reason(failure.error);
     v1::ReportEventResponse response;
-    status =
-        CallLeader([&](v1::WorkerService::Stub& stub, grpc::ClientContext* c) {
+    status = CallLeaderThroughElection(
+        [&](v1::WorkerService::Stub& stub, grpc::ClientContext* c) {
           return stub.ReportEvent(c, request, &response);
         });
   } else {
@@ -129,8 +129,8 @@ void CoordinatorSession::ReportFailure(const RunnerFailure& failure) {
     request.set_failed_source(failure.source);
     request.set_source_is_checkpoint(failure.source_is_checkpoint);
     v1::AckTransitionResponse response;
-    status =
-        CallLeader([&](v1::WorkerService::Stub& stub, grpc::ClientContext* c) {
+    status = CallLeaderThroughElection(
+        [&](v1::WorkerService::Stub& stub, grpc::ClientContext* c) {
           return stub.AckTransition(c, request, &response);
         });
   }

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "client/worker/session/coordinator_session.h"
 #include "common/job/job_spec.h"
 #include "gtest/gtest.h"
@@ -183,6 +184,36 @@ TEST_F(SessionWithCoordinatorTest, RendezvousStoreWaitsOutAnElection) {
       b.session->NewKvStore(options.epoch)->Get("after/election", 2000);
   ASSERT_TRUE(value.ok()) << value.status();
   EXPECT_EQ(*value, "v2");
+}
+
+// The time without a leader does not count against a blocking call: a
+// Wait whose whole timeout passed in an election still gets that timeout
+// to see a peer's key, set after the election by a peer it held up too.
+TEST_F(SessionWithCoordinatorTest, AnElectionDoesNotEatTheRendezvousTimeout) {
+  RunningSession a("a", address_);
+  RunningSession b("b", address_);
+  ASSERT_TRUE(WaitFor([&] { return AllIn({&a, &b}, 1); }, 10000, 5));
+  auto first = ::zshard::testing::FakeStandby::Start("");
+  auto second = ::zshard::testing::FakeStandby::Start("");
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  CoordinatorKvStore::Options options = a.session->NewKvStore(0)->options();
+  options.epoch = a.session->epoch();
+  options.rpc_margin_ms = 200;
+  options.min_backoff_ms = 5;
+  options.max_backoff_ms = 20;
+  CoordinatorKvStore store(
+      options,
+      Follower(absl::StrCat((*first)->address(), ",", (*second)->address())));
+  absl::Status waited = absl::UnknownError("running");
+  std::thread waiter([&] { waited = store.Wait({"late/key"}, 1000); });
+  // The election outlasts the Wait's timeout.
+  absl::SleepFor(absl::Milliseconds(1500));
+  (*first)->set_leader(address_);
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_TRUE(b.session->NewKvStore(options.epoch)->Set("late/key", "v").ok());
+  waiter.join();
+  EXPECT_TRUE(waited.ok()) << waited;
 }
 
 TEST_F(SessionWithCoordinatorTest, StandbyFirstInTheListLeadsToTheLeader) {
