@@ -227,6 +227,7 @@ absl::Status Coordinator::BuildServerLocked() {
         absl::StrCat("cannot listen on ", bound_listen_));
   }
   port_ = port;
+  if (leadership_ != nullptr) leadership_->StartServing();
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   if (health != nullptr) {
     health->SetServingStatus("", true);
@@ -238,8 +239,13 @@ absl::Status Coordinator::BuildServerLocked() {
 }
 
 void Coordinator::StopServerLocked() {
-  if (server_ == nullptr) return;
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds(1));
+  }
+  // After the server's shutdown, before it is gone (a server that failed
+  // to build leaves the lane to end too).
+  if (leadership_ != nullptr) leadership_->StopServing();
   server_.reset();
 }
 

@@ -6,11 +6,13 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/status.h"
+#include "common/thread_priority.h"
 #include "grpcpp/server_builder.h"
 #include "server/metrics/reshard_metrics.h"
 #include "server/metrics/rpc_metrics.h"
 #include "server/metrics/telemetry_metrics.h"
 #include "server/service/admin_service.h"
+#include "server/service/heartbeat_lane.h"
 #include "server/service/rendezvous_service.h"
 #include "server/service/worker_service.h"
 
@@ -39,15 +41,26 @@ absl::StatusOr<std::unique_ptr<Leadership>> Leadership::Start(
   l->dashboard_service_->set_election(std::move(election));
   l->admin_service_ =
       std::make_unique<AdminServiceImpl>(m, options.admin_token, metrics);
-  l->ticker_ = std::thread([raw = l.get()] { raw->TickLoop(); });
+  l->ticker_ = std::thread([raw = l.get()] {
+    // Proposals are planned here: below the heartbeat lane.
+    LowerThisThreadPriority(kBackgroundNice);
+    raw->TickLoop();
+  });
   return l;
 }
 
 void Leadership::Register(grpc::ServerBuilder* builder) {
+  worker_service_->AttachHeartbeats(builder);
   builder->RegisterService(worker_service_.get());
   builder->RegisterService(rendezvous_service_.get());
   builder->RegisterService(dashboard_service_.get());
   builder->RegisterService(admin_service_.get());
+}
+
+void Leadership::StartServing() { worker_service_->StartHeartbeats(); }
+
+void Leadership::StopServing() {
+  if (worker_service_ != nullptr) worker_service_->StopHeartbeats();
 }
 
 void Leadership::TickLoop() {

@@ -36,8 +36,14 @@ class Leadership {
       std::function<ElectionView()> election);
   ~Leadership();
 
-  // Registers the four services (they live as long as this).
+  // Registers the four services (they live as long as this) on the
+  // server being built; once per Leadership.
   void Register(grpc::ServerBuilder* builder);
+  // The server Register built has started: serve heartbeats.
+  void StartServing();
+  // That server was shut down (before it is destroyed): stop serving
+  // heartbeats. Idempotent.
+  void StopServing();
   // Wakes waiters, stops the ticker. Idempotent.
   void Stop();
 

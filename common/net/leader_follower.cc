@@ -142,6 +142,11 @@ grpc::Status CallOnLeader(
   }
 }
 
+bool MetAnElection(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         status.error_code() == grpc::StatusCode::CANCELLED;
+}
+
 grpc::Status RetryThroughElection(const LeaderFollower& follower,
                                   absl::Duration wait,
                                   const std::function<grpc::Status()>& round) {
@@ -149,8 +154,8 @@ grpc::Status RetryThroughElection(const LeaderFollower& follower,
   absl::Duration pause = absl::Milliseconds(100);
   while (true) {
     grpc::Status status = round();
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
-        follower.size() < 2 || absl::Now() + pause >= give_up) {
+    if (!MetAnElection(status) || follower.size() < 2 ||
+        absl::Now() + pause >= give_up) {
       return status;
     }
     absl::SleepFor(pause);

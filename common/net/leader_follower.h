@@ -124,11 +124,17 @@ grpc::Status CallOnLeader(
                                      grpc::ClientContext*)>& call,
     const FollowOptions& options = FollowOptions());
 
-// Runs `round` (say, one CallOnLeader) and, while it ends UNAVAILABLE
-// with several coordinators known (no leader anywhere: an election in
-// progress, as during a failover), runs it again after a pause of 100 ms,
-// doubling up to 1 s, until `wait` has passed since the first. Returns the
-// last round's status. With one coordinator, `round` runs once.
+// Whether a call that ended with `status` met an election rather than an
+// answer: UNAVAILABLE (no leader anywhere), or CANCELLED (cut by a server
+// going away as its coordinator changes role, the standby's server making
+// way for the leader's).
+bool MetAnElection(const grpc::Status& status);
+
+// Runs `round` (say, one CallOnLeader) and, while it MetAnElection with
+// several coordinators known (as during a failover), runs it again after a
+// pause of 100 ms, doubling up to 1 s, until `wait` has passed since the
+// first. Returns the last round's status. With one coordinator, `round`
+// runs once.
 grpc::Status RetryThroughElection(const LeaderFollower& follower,
                                   absl::Duration wait,
                                   const std::function<grpc::Status()>& round);

@@ -11,9 +11,8 @@
 
 namespace zshard::server {
 
-Membership::HeartbeatFacts Membership::Facts() {
-  absl::MutexLock lock(&shown_mu_);
-  return facts_;
+std::shared_ptr<const Membership::HeartbeatFacts> Membership::Facts() const {
+  return std::atomic_load(&facts_);
 }
 
 void Membership::PublishFactsLocked() {
@@ -64,14 +63,14 @@ absl::StatusOr<HeartbeatReply> Membership::Heartbeat(
   }
   ZSHARD_ASSIGN_OR_RETURN(std::shared_ptr<MemberLease> lease,
                           LiveLease(worker_id, token));
-  HeartbeatFacts facts = Facts();
-  if (epoch >= facts.next_epoch) {
+  std::shared_ptr<const HeartbeatFacts> facts = Facts();
+  if (epoch >= facts->next_epoch) {
     return absl::FailedPreconditionError(
         absl::StrCat("epoch ", epoch, " was never proposed"));
   }
   lease->Renew(epoch, step, clock_->NowMs());
   if (spec_.workload.steps > 0 && step >= spec_.workload.steps &&
-      !facts.finished) {
+      !facts->finished) {
     {
       // The end of the job (once per rank): this one takes the lock.
       Change lock(this);
@@ -81,18 +80,18 @@ absl::StatusOr<HeartbeatReply> Membership::Heartbeat(
     facts = Facts();
   }
   HeartbeatReply reply;
-  reply.epoch = facts.committed_epoch;
-  reply.pending_epoch = facts.pending_epoch;
+  reply.epoch = facts->committed_epoch;
+  reply.pending_epoch = facts->pending_epoch;
   reply.state = lease->state.load();
-  if (facts.failed) {
+  if (facts->failed) {
     reply.command = Command::kExit;
     reply.job_failed = true;
-    reply.exit_reason = facts.failure_reason;
-  } else if (facts.finished) {
+    reply.exit_reason = facts->failure_reason;
+  } else if (facts->finished) {
     reply.command = Command::kExit;
   } else if (reply.state == MemberState::kDraining && lease->drain_now.load()) {
     reply.command = Command::kDrain;
-  } else if (facts.committed_broken && lease->rank.load() >= 0) {
+  } else if (facts->committed_broken && lease->rank.load() >= 0) {
     reply.command = Command::kAbort;
   }
   return reply;

@@ -425,7 +425,9 @@ class Membership {
     bool committed_broken = false;
     std::string failure_reason;
   };
-  HeartbeatFacts Facts();
+  // The facts shown last; never null. Lock-free: a heartbeat never waits
+  // for a thread that shows facts or events.
+  std::shared_ptr<const HeartbeatFacts> Facts() const;
   // The StoreWriter's tickets up to `durable` are durable: shows what
   // waited for them (facts, events, then plan updates).
   void OnDurable(int64_t durable);
@@ -440,7 +442,9 @@ class Membership {
   // What changes staged for heartbeats and event readers, shown once
   // durable. Order: mu_, then shown_mu_, then the event log's own lock.
   absl::Mutex shown_mu_;
-  HeartbeatFacts facts_ ABSL_GUARDED_BY(shown_mu_);
+  // Written under shown_mu_ (std::atomic_store), read without it.
+  std::shared_ptr<const HeartbeatFacts> facts_ =
+      std::make_shared<const HeartbeatFacts>();
   DurableGate<HeartbeatFacts> facts_gate_ ABSL_GUARDED_BY(shown_mu_);
   DurableGate<Event> event_gate_ ABSL_GUARDED_BY(shown_mu_);
   // The seq of the last event recorded (shown or staged).

@@ -170,7 +170,11 @@ void Membership::OnDurable(int64_t durable) {
 
 void Membership::ShowLocked(std::vector<HeartbeatFacts> facts,
                             std::vector<Event> events) {
-  if (!facts.empty()) facts_ = std::move(facts.back());
+  if (!facts.empty()) {
+    std::atomic_store(&facts_, std::shared_ptr<const HeartbeatFacts>(
+                                   std::make_shared<HeartbeatFacts>(
+                                       std::move(facts.back()))));
+  }
   for (Event& e : events) events_.Append(std::move(e));
 }
 

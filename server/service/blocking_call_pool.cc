@@ -4,11 +4,19 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/thread_priority.h"
+#include "server/service/heartbeat_lane.h"
+
 namespace zshard::server {
 
 BlockingCallPool::BlockingCallPool(int threads) {
   for (int i = 0; i < std::max(1, threads); ++i) {
-    threads_.emplace_back([this] { Loop(); });
+    threads_.emplace_back([this] {
+      // Below the heartbeat lane: a storm of these calls must not starve
+      // the heartbeats of CPU (heartbeat_lane.h).
+      LowerThisThreadPriority(kBackgroundNice);
+      Loop();
+    });
   }
 }
 

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/thread_priority.h"
 #include "server/membership/epoch_moves.h"
+#include "server/service/heartbeat_lane.h"
 #include "server/service/proto_convert.h"
 
 namespace zshard::server {
@@ -84,7 +86,10 @@ grpc::ByteBuffer PlanBytesCache::Get(
 }
 
 PlanWatchHub::PlanWatchHub(Membership* membership) : membership_(membership) {
-  notifier_ = std::thread([this] { NotifyLoop(); });
+  notifier_ = std::thread([this] {
+    LowerThisThreadPriority(kBackgroundNice);  // below the heartbeat lane
+    NotifyLoop();
+  });
 }
 
 PlanWatchHub::~PlanWatchHub() {

@@ -89,25 +89,37 @@ grpc::Status WorkerServiceImpl::DoJoin(RpcScope& scope,
   return scope.Finish(grpc::Status::OK);
 }
 
-grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(
-    grpc::CallbackServerContext* ctx, const v1::HeartbeatRequest* req,
-    v1::HeartbeatResponse* resp) {
+WorkerServiceImpl::WorkerServiceImpl(Membership* membership,
+                                     RpcMetrics* metrics,
+                                     TelemetryStore* telemetry, Clock* clock)
+    : membership_(membership),
+      metrics_(metrics),
+      telemetry_(telemetry),
+      clock_(clock),
+      watch_hub_(membership),
+      heartbeats_(
+          [this](grpc::ServerContext* ctx, v1::HeartbeatRequest* req,
+                 HeartbeatLane::Writer* writer, grpc::ServerCompletionQueue* cq,
+                 void* tag) {
+            RequestHeartbeat(ctx, req, writer, cq, cq, tag);
+          },
+          [this](const v1::HeartbeatRequest& req, v1::HeartbeatResponse* resp) {
+            return AnswerHeartbeat(req, resp);
+          }) {}
+
+grpc::Status WorkerServiceImpl::AnswerHeartbeat(const v1::HeartbeatRequest& req,
+                                                v1::HeartbeatResponse* resp) {
   RpcScope scope(metrics_, "Heartbeat");
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   absl::StatusOr<HeartbeatReply> r = membership_->Heartbeat(
-      req->worker_id(), req->token(), req->epoch(), req->step());
-  if (!r.ok()) {
-    reactor->Finish(scope.Finish(ToGrpcStatus(r.status())));
-    return reactor;
-  }
+      req.worker_id(), req.token(), req.epoch(), req.step());
+  if (!r.ok()) return scope.Finish(ToGrpcStatus(r.status()));
   resp->set_epoch(r->epoch);
   resp->set_pending_epoch(r->pending_epoch);
   resp->set_state(ToProto(r->state));
   resp->set_command(ToProto(r->command));
   resp->set_job_failed(r->job_failed);
   resp->set_exit_reason(r->exit_reason);
-  reactor->Finish(scope.Finish(grpc::Status::OK));
-  return reactor;
+  return scope.Finish(grpc::Status::OK);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerServiceImpl::WatchPlan(

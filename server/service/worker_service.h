@@ -5,6 +5,7 @@
 #include "server/membership/membership.h"
 #include "server/metrics/rpc_metrics.h"
 #include "server/service/blocking_call_pool.h"
+#include "server/service/heartbeat_lane.h"
 #include "server/service/plan_watch.h"
 #include "server/service/rpc_scope.h"
 #include "server/telemetry/telemetry_store.h"
@@ -15,22 +16,28 @@ namespace zshard::server {
 // Thread-safe (the membership is). Borrows `membership`, `telemetry` and
 // `clock` (telemetry may be null: reports are counted, not kept) and
 // `metrics` (may be null); all outlive the service.
+// Heartbeat is on the async API, served by a lane of its own
+// (heartbeat_lane.h): AttachHeartbeats before the server is built,
+// StartHeartbeats once it runs, StopHeartbeats once it is shut down.
 class WorkerServiceImpl final
     : public v1::WorkerService::WithCallbackMethod_Join<
-          v1::WorkerService::WithCallbackMethod_Heartbeat<
-              v1::WorkerService::WithRawCallbackMethod_WatchPlan<
-                  v1::WorkerService::WithCallbackMethod_AckTransition<
-                      v1::WorkerService::WithCallbackMethod_Leave<
+          v1::WorkerService::WithRawCallbackMethod_WatchPlan<
+              v1::WorkerService::WithCallbackMethod_AckTransition<
+                  v1::WorkerService::WithCallbackMethod_Leave<
+                      // Innermost: async only while the method is still
+                      // sync (gRPC keeps a callback method callback).
+                      v1::WorkerService::WithAsyncMethod_Heartbeat<
                           v1::WorkerService::Service>>>>> {
  public:
   WorkerServiceImpl(Membership* membership, RpcMetrics* metrics,
                     TelemetryStore* telemetry = nullptr,
-                    Clock* clock = RealClock::Get())
-      : membership_(membership),
-        metrics_(metrics),
-        telemetry_(telemetry),
-        clock_(clock),
-        watch_hub_(membership) {}
+                    Clock* clock = RealClock::Get());
+
+  void AttachHeartbeats(grpc::ServerBuilder* builder) {
+    heartbeats_.Attach(builder);
+  }
+  void StartHeartbeats() { heartbeats_.Start(); }
+  void StopHeartbeats() { heartbeats_.Stop(); }
 
   // Join, AckTransition and Leave take the membership's lock and wait for
   // their store write: they are answered on the callback API by a few
@@ -39,10 +46,9 @@ class WorkerServiceImpl final
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx,
                                  const v1::JoinRequest* req,
                                  v1::JoinResponse* resp) override;
-  // (Callback API: answered on gRPC's own threads, no thread hand-off.)
-  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
-                                      const v1::HeartbeatRequest* req,
-                                      v1::HeartbeatResponse* resp) override;
+  // One heartbeat, answered on the heartbeat lane.
+  grpc::Status AnswerHeartbeat(const v1::HeartbeatRequest& req,
+                               v1::HeartbeatResponse* resp);
   // Streams the snapshot, then every update, until the client cancels or
   // the server shuts down (UNAVAILABLE). UNAUTHENTICATED at the start for
   // a bad or fenced session; a session fenced later is told by Heartbeat.
@@ -89,8 +95,9 @@ class WorkerServiceImpl final
   TelemetryStore* telemetry_;
   Clock* clock_;
   PlanWatchHub watch_hub_;
-  // Last: destroyed first, while what its calls use is still there.
+  // Last: destroyed first, while what their calls use is still there.
   BlockingCallPool pool_{8};
+  HeartbeatLane heartbeats_;
 };
 
 }  // namespace zshard::server

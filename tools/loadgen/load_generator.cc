@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/completion_queue.h"
 #include "tools/loadgen/cpu_usage.h"
 #include "tools/loadgen/plan_watcher.h"
 #include "zshard/v1/dashboard_service.grpc.pb.h"
@@ -54,7 +56,10 @@ class Connection {
 };
 
 struct SimWorker {
+  // Joins, the plan watch and acks.
   Connection* connection = nullptr;
+  // Heartbeats (the same connection unless RunLoad was given others).
+  Connection* beats = nullptr;
   std::string worker_id;
   std::string token;
   std::unique_ptr<PlanWatcher> watcher;
@@ -189,6 +194,59 @@ class Joiner : public std::enable_shared_from_this<Joiner> {
 };
 
 // Tracks heartbeats in flight so the run can drain them at the end.
+// One simulated heartbeat, completed on the heartbeat queue (see
+// HeartbeatQueue): what to record when its answer comes.
+struct HeartbeatCall {
+  net::LeaderFollower::Pick pick;
+  grpc::ClientContext context;
+  v1::HeartbeatRequest request;
+  v1::HeartbeatResponse response;
+  grpc::Status status;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::HeartbeatResponse>>
+      reader;
+  SteadyClock::time_point sent;
+  SimWorker* worker = nullptr;
+  LatencyStats* sink = nullptr;
+  std::atomic<int64_t>* ok_count = nullptr;      // null while warming up
+  std::atomic<int64_t>* failed_count = nullptr;  // null while warming up
+};
+
+// Heartbeat answers are taken on threads of their own, so that the time
+// measured is the coordinator's and not the wait behind this process's
+// plan-stream reads and acks (which run on gRPC's callback threads).
+class HeartbeatQueue {
+ public:
+  // `done(call)` runs for each answered call, which is then deleted.
+  explicit HeartbeatQueue(std::function<void(HeartbeatCall&)> done)
+      : done_(std::move(done)) {
+    for (int i = 0; i < 2; ++i) {
+      threads_.emplace_back([this] {
+        void* tag = nullptr;
+        bool ok = false;
+        while (cq_.Next(&tag, &ok)) {
+          auto* call = static_cast<HeartbeatCall*>(tag);
+          done_(*call);
+          delete call;
+        }
+      });
+    }
+  }
+  ~HeartbeatQueue() {
+    cq_.Shutdown();
+    for (std::thread& t : threads_) t.join();
+  }
+  // Sends `call` on `stub`; it is the queue's from now on.
+  void Send(v1::WorkerService::Stub* stub, HeartbeatCall* call) {
+    call->reader = stub->AsyncHeartbeat(&call->context, call->request, &cq_);
+    call->reader->Finish(&call->response, &call->status, call);
+  }
+
+ private:
+  const std::function<void(HeartbeatCall&)> done_;
+  grpc::CompletionQueue cq_;
+  std::vector<std::thread> threads_;
+};
+
 class InFlight {
  public:
   void Add() {
@@ -221,7 +279,9 @@ double CpuSecondsOr(pid_t pid, double fallback) {
 
 absl::StatusOr<LoadReport> RunLoad(
     const LoadOptions& options,
-    const std::vector<std::shared_ptr<net::LeaderFollower>>& connections) {
+    const std::vector<std::shared_ptr<net::LeaderFollower>>& connections,
+    const std::vector<std::shared_ptr<net::LeaderFollower>>&
+        heartbeat_connections) {
   if (connections.empty()) {
     return absl::InvalidArgumentError("no connections");
   }
@@ -229,12 +289,19 @@ absl::StatusOr<LoadReport> RunLoad(
   for (const auto& follower : connections) {
     links.push_back(std::make_unique<Connection>(follower));
   }
+  std::vector<std::unique_ptr<Connection>> beat_links;
+  for (const auto& follower : heartbeat_connections) {
+    beat_links.push_back(std::make_unique<Connection>(follower));
+  }
   LoadReport report;
   report.workers = options.workers;
   const int64_t epoch_before = LatestEpoch(*connections.front());
   std::vector<SimWorker> workers(std::max(0, options.workers));
   for (size_t i = 0; i < workers.size(); ++i) {
     workers[i].connection = links[i % links.size()].get();
+    workers[i].beats = beat_links.empty()
+                           ? workers[i].connection
+                           : beat_links[i % beat_links.size()].get();
   }
 
   // Join.
@@ -275,6 +342,26 @@ absl::StatusOr<LoadReport> RunLoad(
   InFlight in_flight;
   std::atomic<int64_t> ok{0};
   std::atomic<int64_t> failed{0};
+  HeartbeatQueue heartbeats([&in_flight](HeartbeatCall& call) {
+    const grpc::StatusCode code = call.status.error_code();
+    if (code == grpc::StatusCode::UNAUTHENTICATED ||
+        code == grpc::StatusCode::NOT_FOUND) {
+      call.worker->fenced.store(true);
+    }
+    // A standby or a lost coordinator: the connection's next heartbeats
+    // go where the follower moves.
+    call.worker->beats->follower().OnFailure(call.pick, call.status,
+                                             call.context, true);
+    if (call.status.ok()) {
+      call.sink->Add(std::chrono::duration_cast<std::chrono::microseconds>(
+                         SteadyClock::now() - call.sent)
+                         .count());
+      if (call.ok_count != nullptr) call.ok_count->fetch_add(1);
+    } else if (call.failed_count != nullptr) {
+      call.failed_count->fetch_add(1);
+    }
+    in_flight.Done();
+  });
   const auto start = SteadyClock::now();
   const auto measure_start =
       start + std::chrono::milliseconds(options.warmup_ms);
@@ -305,58 +392,28 @@ absl::StatusOr<LoadReport> RunLoad(
         }
       }
       if (joined[k]->killed) continue;
-      struct Call {
-        net::LeaderFollower::Pick pick;
-        grpc::ClientContext context;
-        v1::HeartbeatRequest request;
-        v1::HeartbeatResponse response;
-        SteadyClock::time_point sent;
-      };
-      auto call = std::make_shared<Call>();
+      auto* call = new HeartbeatCall;
       call->context.set_deadline(DeadlineIn(5000));
       call->request.set_worker_id(joined[k]->worker_id);
       call->request.set_token(joined[k]->token);
       call->sent = SteadyClock::now();
-      LatencyStats* sink = measuring ? &stats : &warmup_stats;
-      std::atomic<int64_t>* ok_count = measuring ? &ok : nullptr;
-      std::atomic<int64_t>* failed_count = measuring ? &failed : nullptr;
+      call->sink = measuring ? &stats : &warmup_stats;
+      call->ok_count = measuring ? &ok : nullptr;
+      call->failed_count = measuring ? &failed : nullptr;
       in_flight.Add();
       SimWorker* worker = joined[k];
-      call->pick = worker->connection->follower().Current();
+      call->worker = worker;
+      call->pick = worker->beats->follower().Current();
       // The connection moved (a failover): the watch follows, as a real
       // worker's does.
       if (worker->watcher != nullptr &&
-          worker->watch_generation != call->pick.generation) {
+          worker->watch_generation !=
+              worker->connection->follower().Current().generation) {
         worker->watcher->Cancel();
         retired.push_back(std::move(worker->watcher));
         watch(worker);
       }
-      worker->connection->Stub(call->pick)
-          ->async()
-          ->Heartbeat(
-              &call->context, &call->request, &call->response,
-              [call, sink, ok_count, failed_count, worker,
-               &in_flight](grpc::Status status) {
-                const grpc::StatusCode code = status.error_code();
-                if (code == grpc::StatusCode::UNAUTHENTICATED ||
-                    code == grpc::StatusCode::NOT_FOUND) {
-                  worker->fenced.store(true);
-                }
-                // A standby or a lost coordinator: the connection's next
-                // heartbeats go where the follower moves.
-                worker->connection->follower().OnFailure(call->pick, status,
-                                                         call->context, true);
-                if (status.ok()) {
-                  sink->Add(
-                      std::chrono::duration_cast<std::chrono::microseconds>(
-                          SteadyClock::now() - call->sent)
-                          .count());
-                  if (ok_count != nullptr) ok_count->fetch_add(1);
-                } else if (failed_count != nullptr) {
-                  failed_count->fetch_add(1);
-                }
-                in_flight.Done();
-              });
+      heartbeats.Send(worker->beats->Stub(call->pick), call);
     }
     if (finished) break;
   }

@@ -88,10 +88,15 @@ struct LoadReport {
 // the coordinators' leader: a call refused by a standby or lost with its
 // coordinator moves that connection, a join is retried there, and the plan
 // watches of its workers are opened there anew at their next heartbeat.
-// Unavailable when no worker could join; InvalidArgument for no
-// connections.
+// Heartbeats go on heartbeat_connections[k % size] when given: a real
+// worker's connection carries its own plan updates only, while one shared
+// by a thousand simulated workers would hold each heartbeat's answer
+// behind a thousand plan updates. Unavailable when no worker could join;
+// InvalidArgument for no connections.
 absl::StatusOr<LoadReport> RunLoad(
     const LoadOptions& options,
-    const std::vector<std::shared_ptr<net::LeaderFollower>>& connections);
+    const std::vector<std::shared_ptr<net::LeaderFollower>>& connections,
+    const std::vector<std::shared_ptr<net::LeaderFollower>>&
+        heartbeat_connections = {});
 
 }  // namespace zshard::loadgen

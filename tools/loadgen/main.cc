@@ -54,7 +54,9 @@ ABSL_FLAG(int64_t, kill, 0,
           "workers that go silent at once when the measurement starts");
 ABSL_FLAG(int64_t, coordinator_pid, 0,
           "the coordinator's pid, to report its CPU use");
-ABSL_FLAG(int64_t, connections, 8, "gRPC channels the sessions share");
+ABSL_FLAG(int64_t, connections, 8,
+          "gRPC channels the sessions share for joins, plan watches and "
+          "acks; heartbeats get as many channels of their own");
 ABSL_FLAG(std::string, name_prefix, "loadgen-", "prefix of the workers' names");
 ABSL_FLAG(bool, no_watch, false, "do not watch plans");
 ABSL_FLAG(std::string, output, "text", "text or json");
@@ -195,13 +197,16 @@ int main(int argc, char** argv) {
   const int connections = static_cast<int>(absl::GetFlag(FLAGS_connections));
   // Each connection has its own channel per coordinator and follows the
   // leader on its own, as separate worker processes would.
+  // Heartbeats get as many connections of their own (RunLoad).
   std::vector<std::shared_ptr<zshard::net::LeaderFollower>> followers;
-  for (int c = 0; c < connections; ++c) {
+  std::vector<std::shared_ptr<zshard::net::LeaderFollower>> beat_followers;
+  for (int c = 0; c < 2 * connections; ++c) {
     auto follower = zshard::net::LeaderFollower::Create(channel_options);
     if (!follower.ok()) {
       return zshard::UsageError("zshard-loadgen", follower.status().message());
     }
-    followers.push_back(*std::move(follower));
+    (c < connections ? followers : beat_followers)
+        .push_back(*std::move(follower));
   }
   // The store writes of the whole run (joins, transitions, leaves), when
   // the coordinator is this program's.
@@ -215,7 +220,7 @@ int main(int argc, char** argv) {
     }
     writes_before = *w;
   }
-  auto report = zshard::loadgen::RunLoad(options, followers);
+  auto report = zshard::loadgen::RunLoad(options, followers, beat_followers);
   if (!report.ok()) {
     std::fprintf(stderr, "zshard-loadgen: %s\n",
                  std::string(report.status().message()).c_str());

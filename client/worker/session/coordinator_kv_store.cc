@@ -39,7 +39,8 @@ grpc::Status CoordinatorKvStore::Call(
   // Every attempt shares the one deadline. A DEADLINE_EXCEEDED may be the
   // coordinator's own answer to a Get or Wait: never a reason to move.
   // With several coordinators, no leader anywhere is an election in
-  // progress (a failover): the time without a leader does not count
+  // progress (a failover; net::MetAnElection): the time without a leader
+  // does not count
   // against the call, whose deadline moves later by as much (up to
   // election_wait_ms in all), so that the rendezvous of an open transition
   // survives it: its peers, held up by the same election, still get the
@@ -72,9 +73,7 @@ grpc::Status CoordinatorKvStore::Call(
           return call(*v1::RendezvousService::NewStub(channel), context,
                       effective);
         });
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE || !elections) {
-      return status;
-    }
+    if (!net::MetAnElection(status) || !elections) return status;
     const auto wake = std::chrono::system_clock::now() +
                       std::chrono::milliseconds(backoff.NextMs());
     // This attempt and the pause after it found no leader.
