@@ -171,9 +171,10 @@ void Membership::OnDurable(int64_t durable) {
 void Membership::ShowLocked(std::vector<HeartbeatFacts> facts,
                             std::vector<Event> events) {
   if (!facts.empty()) {
-    std::atomic_store(&facts_, std::shared_ptr<const HeartbeatFacts>(
-                                   std::make_shared<HeartbeatFacts>(
-                                       std::move(facts.back()))));
+    std::atomic_store(
+        &facts_,
+        std::shared_ptr<const HeartbeatFacts>(
+            std::make_shared<HeartbeatFacts>(std::move(facts.back()))));
   }
   for (Event& e : events) events_.Append(std::move(e));
 }

@@ -236,18 +236,22 @@ TEST_F(CtlLeaderTest, NoLeaderOrABadListIsOneLine) {
                      "(HOST:PORT)");
 }
 
+// A real coordinator (default options) of an idle job named `name`.
+absl::StatusOr<std::unique_ptr<server::Coordinator>> StartIdleCoordinator(
+    const std::string& name) {
+  auto spec = job::ParseJobSpec(absl::StrCat(R"({"name": ")", name, R"(",
+    "model": {"preset": "gpt2-small"},
+    "world": {"instances": 1, "min": 1, "max": 2},
+    "workload": {"kind": "idle", "steps": 0}})"));
+  if (!spec.ok()) return spec.status();
+  return server::Coordinator::Start(*std::move(spec),
+                                    server::CoordinatorOptions());
+}
+
 // During a failover's election every coordinator answers "no leader yet";
 // zshardctl asks again until one leads, within --timeout-ms.
 TEST_F(CtlLeaderTest, StatusWaitsOutAnElection) {
-  auto spec = job::ParseJobSpec(R"({
-    "name": "ctl-election-test",
-    "model": {"preset": "gpt2-small"},
-    "world": {"instances": 1, "min": 1, "max": 2},
-    "workload": {"kind": "idle", "steps": 0}
-  })");
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  auto coordinator = server::Coordinator::Start(*std::move(spec),
-                                                server::CoordinatorOptions());
+  auto coordinator = StartIdleCoordinator("ctl-election-test");
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
   auto a = FakeStandby::Start("");
   auto b = FakeStandby::Start("");
@@ -268,15 +272,7 @@ TEST_F(CtlLeaderTest, StatusWaitsOutAnElection) {
 }
 
 TEST_F(CtlLeaderTest, StatusReachesTheRealCoordinatorThroughAStandby) {
-  auto spec = job::ParseJobSpec(R"({
-    "name": "ctl-leader-test",
-    "model": {"preset": "gpt2-small"},
-    "world": {"instances": 1, "min": 1, "max": 2},
-    "workload": {"kind": "idle", "steps": 0}
-  })");
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  auto coordinator = server::Coordinator::Start(*std::move(spec),
-                                                server::CoordinatorOptions());
+  auto coordinator = StartIdleCoordinator("ctl-leader-test");
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
   const std::string address = (*coordinator)->address();
   auto standby = FakeStandby::Start(address);

@@ -6,6 +6,8 @@
 // rendezvous store given that list follows it too, and waits out an
 // election (standbys with no leader yet) within its deadline.
 
+#include <memory>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -156,32 +158,44 @@ TEST_F(SessionWithCoordinatorTest, RendezvousStoreFollowsAStandby) {
   EXPECT_EQ((*standby)->calls(), 1);
 }
 
+// Two standbys with no leader yet, as during a failover's election, and
+// a rendezvous store of `session`'s epoch given only them.
+struct Election {
+  Election(RunningSession& session, int64_t rpc_margin_ms) {
+    auto a = ::zshard::testing::FakeStandby::Start("");
+    auto b = ::zshard::testing::FakeStandby::Start("");
+    EXPECT_TRUE(a.ok() && b.ok());
+    first = *std::move(a);
+    second = *std::move(b);
+    options = session.session->NewKvStore(0)->options();
+    options.epoch = session.session->epoch();
+    options.rpc_margin_ms = rpc_margin_ms;
+    options.min_backoff_ms = 5;
+    options.max_backoff_ms = 20;
+    store = std::make_unique<CoordinatorKvStore>(
+        options,
+        Follower(absl::StrCat(first->address(), ",", second->address())));
+  }
+  std::unique_ptr<::zshard::testing::FakeStandby> first, second;
+  CoordinatorKvStore::Options options;
+  std::unique_ptr<CoordinatorKvStore> store;
+};
+
 TEST_F(SessionWithCoordinatorTest, RendezvousStoreWaitsOutAnElection) {
   RunningSession a("a", address_);
   RunningSession b("b", address_);
   ASSERT_TRUE(WaitFor([&] { return AllIn({&a, &b}, 1); }, 10000, 5));
-  // Two standbys with no leader yet, as during a failover's election.
-  auto first = ::zshard::testing::FakeStandby::Start("");
-  auto second = ::zshard::testing::FakeStandby::Start("");
-  ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_TRUE(second.ok()) << second.status();
-  CoordinatorKvStore::Options options = a.session->NewKvStore(0)->options();
-  options.epoch = a.session->epoch();
-  options.rpc_margin_ms = 20000;
-  options.min_backoff_ms = 5;
-  options.max_backoff_ms = 20;
-  CoordinatorKvStore store(
-      options,
-      Follower(absl::StrCat((*first)->address(), ",", (*second)->address())));
+  Election election(a, 20000);
   absl::Status set = absl::UnknownError("running");
-  std::thread setter([&] { set = store.Set("after/election", "v2"); });
+  std::thread setter(
+      [&] { set = election.store->Set("after/election", "v2"); });
   // The store keeps asking; then the first standby learns the leader.
-  ASSERT_TRUE(WaitFor([&] { return (*first)->calls() >= 3; }, 10000, 2));
-  (*first)->set_leader(address_);
+  ASSERT_TRUE(WaitFor([&] { return election.first->calls() >= 3; }, 10000, 2));
+  election.first->set_leader(address_);
   setter.join();
   ASSERT_TRUE(set.ok()) << set;
-  auto value =
-      b.session->NewKvStore(options.epoch)->Get("after/election", 2000);
+  auto value = b.session->NewKvStore(election.options.epoch)
+                   ->Get("after/election", 2000);
   ASSERT_TRUE(value.ok()) << value.status();
   EXPECT_EQ(*value, "v2");
 }
@@ -193,25 +207,16 @@ TEST_F(SessionWithCoordinatorTest, AnElectionDoesNotEatTheRendezvousTimeout) {
   RunningSession a("a", address_);
   RunningSession b("b", address_);
   ASSERT_TRUE(WaitFor([&] { return AllIn({&a, &b}, 1); }, 10000, 5));
-  auto first = ::zshard::testing::FakeStandby::Start("");
-  auto second = ::zshard::testing::FakeStandby::Start("");
-  ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_TRUE(second.ok()) << second.status();
-  CoordinatorKvStore::Options options = a.session->NewKvStore(0)->options();
-  options.epoch = a.session->epoch();
-  options.rpc_margin_ms = 200;
-  options.min_backoff_ms = 5;
-  options.max_backoff_ms = 20;
-  CoordinatorKvStore store(
-      options,
-      Follower(absl::StrCat((*first)->address(), ",", (*second)->address())));
+  Election election(a, 200);
   absl::Status waited = absl::UnknownError("running");
-  std::thread waiter([&] { waited = store.Wait({"late/key"}, 1000); });
+  std::thread waiter(
+      [&] { waited = election.store->Wait({"late/key"}, 1000); });
   // The election outlasts the Wait's timeout.
   absl::SleepFor(absl::Milliseconds(1500));
-  (*first)->set_leader(address_);
+  election.first->set_leader(address_);
   absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_TRUE(b.session->NewKvStore(options.epoch)->Set("late/key", "v").ok());
+  EXPECT_TRUE(
+      b.session->NewKvStore(election.options.epoch)->Set("late/key", "v").ok());
   waiter.join();
   EXPECT_TRUE(waited.ok()) << waited;
 }
