@@ -83,13 +83,6 @@ std::unique_ptr<grpc::ClientContext> CallContext(const OnlineArgs& args,
   return ctx;
 }
 
-grpc::Status WaitOutElection(const net::LeaderFollower& coordinators,
-                             const OnlineArgs& args,
-                             const std::function<grpc::Status()>& round) {
-  return net::RetryThroughElection(coordinators,
-                                   absl::Milliseconds(args.timeout_ms), round);
-}
-
 int ReportRpcError(const char* command, const OnlineArgs& args,
                    const grpc::Status& status) {
   // Standbys answered, and none named a leader that answered.

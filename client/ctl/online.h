@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "client/ctl/commands.h"
 #include "common/flags.h"
 #include "common/net/channel.h"
@@ -69,20 +70,13 @@ void AddBearerToken(grpc::ClientContext* context, const std::string& token);
 // "2026-11-29T11:40:00.123Z" for milliseconds since the Unix epoch.
 std::string Rfc3339(int64_t time_ms);
 
-// Runs `round` and, with several coordinators, while no leader answered
-// (UNAVAILABLE: an election in progress, as during a failover), runs it
-// again after a short pause until --timeout-ms has passed since the
-// first. Returns the last round's status.
-grpc::Status WaitOutElection(const net::LeaderFollower& coordinators,
-                             const OnlineArgs& args,
-                             const std::function<grpc::Status()>& round);
-
 // One unary call of `Service` on the leading coordinator: `call(stub,
 // context)` with a fresh CallContext (and the bearer `token`, unless
 // empty) per attempt; a standby is followed to the leader it names, an
 // unreachable coordinator (or one past its deadline) to the next in the
-// list (net::CallOnLeader), and an election is waited out
-// (WaitOutElection). Returns the last attempt's status.
+// list (net::CallOnLeader), and an election is waited out until
+// --timeout-ms has passed since the first attempt
+// (net::RetryThroughElection). Returns the last attempt's status.
 template <typename Service>
 grpc::Status CallLeader(
     net::LeaderFollower& coordinators, const OnlineArgs& args,
@@ -91,20 +85,21 @@ grpc::Status CallLeader(
     const std::string& token = "") {
   net::FollowOptions follow;
   follow.deadline_is_unreachable = true;
-  return WaitOutElection(coordinators, args, [&] {
-    return net::CallOnLeader(
-        coordinators,
-        [&args, &token] {
-          std::unique_ptr<grpc::ClientContext> context = CallContext(args);
-          AddBearerToken(context.get(), token);
-          return context;
-        },
-        [&call](const std::shared_ptr<grpc::Channel>& channel,
-                grpc::ClientContext* context) {
-          return call(*Service::NewStub(channel), context);
-        },
-        follow);
-  });
+  return net::RetryThroughElection(
+      coordinators, absl::Milliseconds(args.timeout_ms), [&] {
+        return net::CallOnLeader(
+            coordinators,
+            [&args, &token] {
+              std::unique_ptr<grpc::ClientContext> context = CallContext(args);
+              AddBearerToken(context.get(), token);
+              return context;
+            },
+            [&call](const std::shared_ptr<grpc::Channel>& channel,
+                    grpc::ClientContext* context) {
+              return call(*Service::NewStub(channel), context);
+            },
+            follow);
+      });
 }
 
 }  // namespace zshard::ctl

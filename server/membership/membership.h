@@ -431,6 +431,14 @@ class Membership {
   // The StoreWriter's tickets up to `durable` are durable: shows what
   // waited for them (facts, events, then plan updates).
   void OnDurable(int64_t durable);
+  // How PassGates moves the gates: Seal what was staged under a new
+  // ticket, or Release what waited for tickets now durable.
+  enum class GateStep { kSeal, kRelease };
+  // Moves the facts, events and plan-update gates by `step` with `ticket`
+  // and shows what passed, in the one order that holds: facts and events
+  // first, then plan updates (a worker told of an epoch may heartbeat with
+  // it at once).
+  void PassGates(GateStep step, int64_t ticket);
   // Shows `facts` (the latest wins) and `events`.
   void ShowLocked(std::vector<HeartbeatFacts> facts, std::vector<Event> events)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shown_mu_);

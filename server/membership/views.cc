@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
@@ -151,21 +152,28 @@ void Membership::FlushLocked() {
   PublishFactsLocked();
   const int64_t ticket = writer_.Enqueue(batch_.Take(members_));
   if (ticket > 0) last_ticket_ = ticket;
-  // Facts before plan updates: a worker told of an epoch may heartbeat
-  // with it at once.
-  {
-    absl::MutexLock lock(&shown_mu_);
-    ShowLocked(facts_gate_.Seal(last_ticket_), event_gate_.Seal(last_ticket_));
-  }
-  updates_.Seal(last_ticket_);
+  PassGates(GateStep::kSeal, last_ticket_);
 }
 
 void Membership::OnDurable(int64_t durable) {
+  PassGates(GateStep::kRelease, durable);
+}
+
+void Membership::PassGates(GateStep step, int64_t ticket) {
+  const bool seal = step == GateStep::kSeal;
   {
     absl::MutexLock lock(&shown_mu_);
-    ShowLocked(facts_gate_.Release(durable), event_gate_.Release(durable));
+    std::vector<HeartbeatFacts> facts =
+        seal ? facts_gate_.Seal(ticket) : facts_gate_.Release(ticket);
+    std::vector<Event> events =
+        seal ? event_gate_.Seal(ticket) : event_gate_.Release(ticket);
+    ShowLocked(std::move(facts), std::move(events));
   }
-  updates_.Release(durable);
+  if (seal) {
+    updates_.Seal(ticket);
+  } else {
+    updates_.Release(ticket);
+  }
 }
 
 void Membership::ShowLocked(std::vector<HeartbeatFacts> facts,

@@ -79,8 +79,9 @@ grpc::Status CoordinatorSession::CallLeader(
 grpc::Status CoordinatorSession::CallLeaderThroughElection(
     const std::function<grpc::Status(v1::WorkerService::Stub&,
                                      grpc::ClientContext*)>& call) {
-  return net::RetryThroughElection(*coordinators_, absl::Seconds(10),
-                                   [&] { return CallLeader(call); });
+  return net::RetryThroughElection(
+      *coordinators_, absl::Milliseconds(options_.election_wait_ms),
+      [&] { return CallLeader(call); });
 }
 
 void CoordinatorSession::RedirectWatch() {
@@ -174,6 +175,7 @@ std::unique_ptr<CoordinatorKvStore> CoordinatorSession::NewKvStore(
     options.token = token_;
   }
   options.epoch = epoch;
+  options.election_wait_ms = options_.election_wait_ms;
   return std::make_unique<CoordinatorKvStore>(options, coordinators_);
 }
 

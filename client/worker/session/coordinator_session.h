@@ -66,6 +66,11 @@ class CoordinatorSession {
     // waits this long for it to come back; with several, a call to a dead
     // one fails at once and the next address is tried). Default 2000 ms.
     int64_t rpc_timeout_ms = 2000;
+    // With several coordinators, how long a call that finds no leader (an
+    // election lasts up to the lease TTL + 2 s) keeps asking: failure and
+    // checkpoint reports, and each rendezvous call's extra time
+    // (CoordinatorKvStore::Options::election_wait_ms). Default 10000 ms.
+    int64_t election_wait_ms = 10000;
     // Reconnect backoff bounds for Join and the plan watch. Defaults
     // 100 ms and 2000 ms.
     int64_t min_backoff_ms = 100;
