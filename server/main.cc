@@ -13,6 +13,7 @@
 #include "common/file_io.h"
 #include "common/flags.h"
 #include "common/job/job_spec.h"
+#include "common/mutex_mode.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "server/coordinator.h"
@@ -146,6 +147,7 @@ absl::Status CheckFlags(const zshard::ParsedCommandLine& parsed) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  zshard::SetBinaryMutexMode();
   // Signals are taken by sigwait below; block them before threads start.
   sigset_t signals;
   sigemptyset(&signals);

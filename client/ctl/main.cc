@@ -14,6 +14,7 @@
 #include "client/ctl/status_command.h"
 #include "common/flags.h"
 #include "common/logging.h"
+#include "common/mutex_mode.h"
 
 namespace {
 
@@ -63,6 +64,7 @@ void Usage(FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  zshard::SetBinaryMutexMode();
   // A command's output and its one-line errors are all it prints: the
   // libraries' info logs (e.g. following a standby to the leader) stay
   // quiet.

@@ -22,6 +22,7 @@
 #include "client/worker/session/worker_flags.h"
 #include "common/logging.h"
 #include "common/net/leader_follower.h"
+#include "common/mutex_mode.h"
 
 namespace {
 
@@ -62,6 +63,7 @@ int ExitStatus(const absl::StatusOr<zshard::worker::SessionOutcome>& outcome,
 }  // namespace
 
 int main(int argc, char** argv) {
+  zshard::SetBinaryMutexMode();
   using zshard::worker::CoordinatorSession;
   auto flags = zshard::worker::ParseWorkerFlags(
       std::vector<std::string>(argv + 1, argv + argc), GetEnv);

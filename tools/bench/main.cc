@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/mutex_mode.h"
 #include "tools/bench/bench_commands.h"
 
 namespace {
@@ -33,6 +34,7 @@ void Usage(FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  zshard::SetBinaryMutexMode();
   if (argc < 2) {
     Usage(stderr);
     return 2;

@@ -26,6 +26,7 @@
 #include "common/flags.h"
 #include "common/net/coordinator_list.h"
 #include "common/net/leader_follower.h"
+#include "common/mutex_mode.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
 #include "tools/loadgen/load_generator.h"
@@ -145,6 +146,7 @@ absl::Status CheckFlags(const zshard::ParsedCommandLine& parsed) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  zshard::SetBinaryMutexMode();
   const zshard::FlagList flags = LoadgenFlags();
   auto parsed = zshard::ParseCommandLine(zshard::Args(argc, argv), flags);
   if (!parsed.ok()) {
