@@ -21,8 +21,8 @@
 #include "client/worker/session/health_server.h"
 #include "client/worker/session/worker_flags.h"
 #include "common/logging.h"
-#include "common/net/leader_follower.h"
 #include "common/mutex_mode.h"
+#include "common/net/leader_follower.h"
 
 namespace {
 
