@@ -2,7 +2,11 @@
 // together (a join storm, a rack lost, a rolling restart) open a settle
 // window; the coordinator proposes once no change came for
 // transition_settle_ms, or 10 x transition_settle_ms after the window
-// opened, so a storm of N changes costs one proposal instead of N. A
+// opened, so a storm of N changes costs one proposal instead of N. Before
+// the first epoch commits nothing trains yet, so the job's forming joins
+// may wait up to 100 windows (30 s at the default 300 ms, torchrun's last
+// call): a start whose joins take longer than 10 windows is proposed once,
+// not proposed and superseded every 10. A
 // proposal in flight whose world a later change alters is superseded (the
 // transition is abandoned and one proposal answers every change), never
 // queued behind.
@@ -14,13 +18,6 @@
 #include "server/membership/world_policy.h"
 
 namespace zshard::server {
-namespace {
-
-// The longest a change waits, in settle windows.
-constexpr int64_t kMaxSettleWindows = 10;
-
-}  // namespace
-
 void Membership::ChangeLocked(std::string reason) {
   change_reason_ = std::move(reason);
   last_change_ms_ = clock_->NowMs();
@@ -32,8 +29,11 @@ bool Membership::SettlingLocked() const {
   const int64_t settle = spec_.transition_settle_ms;
   if (settle <= 0 || settle_since_ms_ < 0) return false;
   const int64_t now = clock_->NowMs();
+  const int64_t windows = transition_.committed().epoch > 0
+                              ? kMaxSettleWindows
+                              : kMaxFormingSettleWindows;
   return now - last_change_ms_ < settle &&
-         now - settle_since_ms_ < kMaxSettleWindows * settle;
+         now - settle_since_ms_ < windows * settle;
 }
 
 int Membership::TargetWorldLocked(int* healthy) {

@@ -11,6 +11,14 @@
 
 namespace zshard::server {
 
+// The longest membership changes wait in one settle window, in windows of
+// transition_settle_ms (coalesce.cc): once an epoch committed (training
+// waits for the proposal), and while the job forms (no epoch committed yet:
+// nothing trains, so a long start is gathered into one proposal, as
+// torchrun's last call does).
+inline constexpr int64_t kMaxSettleWindows = 10;
+inline constexpr int64_t kMaxFormingSettleWindows = 100;
+
 // The world for `healthy` members, 0 when there is none (too few healthy
 // members). With cap = min(healthy, world.max, target_world):
 //   keep_i: the largest multiple W of world.instances with

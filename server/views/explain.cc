@@ -120,8 +120,11 @@ std::vector<std::string> ExplainCluster(const ClusterView& view,
     out.push_back(absl::StrCat(
         "Membership changes that arrive within ", settle_ms,
         " ms of each other are gathered into one proposal (made once ",
-        settle_ms, " ms pass without a change, at most ", 10 * settle_ms,
-        " ms after the first); a change that alters the world of a proposal "
+        settle_ms, " ms pass without a change, at most ",
+        kMaxSettleWindows * settle_ms, " ms after the first, ",
+        kMaxFormingSettleWindows * settle_ms,
+        " ms while the job forms and no epoch has committed); a change that "
+        "alters the world of a proposal "
         "in flight supersedes it instead of waiting for it."));
   } else {
     out.push_back(

@@ -1,7 +1,7 @@
 // Coalesced transitions with the fake clock: a storm of joins settles into
 // one proposal, continuous churn is proposed after at most ten settle
-// windows, and a change that alters the world of a proposal in flight
-// supersedes it instead of queueing behind it.
+// windows (a hundred while the job forms), and a change that alters the world
+// of a proposal in flight supersedes it instead of queueing behind it.
 #include <string>
 
 #include "gtest/gtest.h"
@@ -59,16 +59,52 @@ TEST(CoalesceTest, AStormOfJoinsGivesOneProposal) {
 
 TEST(CoalesceTest, ContinuousChurnIsProposedAfterTenWindows) {
   Harness h(SettleJob(100, 128));
-  // A join every 50 ms never leaves 100 ms of quiet.
+  h.Join("a");
+  h.Join("b");
+  h.clock_.AdvanceMs(100);
+  h.m_->Tick();
+  ASSERT_EQ(h.Settle().epoch, 1);
+  ASSERT_EQ(h.m_->Stats().proposals, 1);
+  // Epoch 1 trains; a join every 50 ms never leaves 100 ms of quiet.
   int i = 0;
-  for (; h.m_->Stats().proposals == 0 && i < 100; ++i) {
+  for (; h.m_->Stats().proposals == 1 && i < 100; ++i) {
     h.Join("w" + std::to_string(i));
     h.clock_.AdvanceMs(50);
     h.m_->Tick();
   }
   // The window opened at the first join; 10 windows = 1000 ms = 20 joins.
   EXPECT_EQ(i, 20);
+  EXPECT_EQ(h.m_->Stats().proposals, 2);
+}
+
+TEST(CoalesceTest, AFormingJobWaitsUpToAHundredWindows) {
+  job::JobSpec spec = SettleJob(100, 1024);
+  spec.lease_timeout_ms = 60000;  // no member expires in these 10 s
+  Harness h(spec);
+  // Before the first epoch nothing trains: joins 50 ms apart for 5 s
+  // (50 windows) are one storm, proposed once they pause.
+  for (int i = 0; i < 100; ++i) {
+    h.Join("w" + std::to_string(i));
+    h.clock_.AdvanceMs(50);
+    h.m_->Tick();
+  }
+  EXPECT_EQ(h.m_->Stats().proposals, 0);
+  h.clock_.AdvanceMs(50);
+  h.m_->Tick();
   EXPECT_EQ(h.m_->Stats().proposals, 1);
+  EXPECT_EQ(h.m_->Stats().superseded, 0);
+  EXPECT_EQ(h.Settle().world, 100);
+  // Joins that never pause are still proposed: 100 windows = 10 s after
+  // the first of them, whatever comes after.
+  Harness churn(spec);
+  int i = 0;
+  for (; churn.m_->Stats().proposals == 0 && i < 1000; ++i) {
+    churn.Join("w" + std::to_string(i));
+    churn.clock_.AdvanceMs(50);
+    churn.m_->Tick();
+  }
+  EXPECT_EQ(i, 200);
+  EXPECT_EQ(churn.m_->Stats().proposals, 1);
 }
 
 TEST(CoalesceTest, AChangeOfWorldSupersedesTheProposalInFlight) {
