@@ -38,6 +38,7 @@ absl::Status GradientStream::Restart() {
         if (kept_.count(static_cast<int>(w)) == 0) {
           done.push_back(static_cast<int>(w));
         }
+        restore_pending_ = true;
       } else {
         ready_[w] = false;
       }
@@ -58,7 +59,8 @@ absl::Status GradientStream::Restart() {
 }
 
 absl::Status GradientStream::Finish() {
-  // The reducer skips reduced windows, so these copies race with nothing.
+  // The reducer is past these windows and waits in WaitRestored before it
+  // reads them again, so these copies race with nothing.
   for (const auto& [w, copy] : kept_) {
     const WindowState& win = buffers_->windows()[w];
     const BufferState& b = buffers_->buffers()[win.buffer];
@@ -70,6 +72,7 @@ absl::Status GradientStream::Finish() {
   kept_.clear();
   absl::MutexLock lock(&mu_);
   ready_.assign(ready_.size(), true);
+  restore_pending_ = false;
   return absl::OkStatus();
 }
 
@@ -103,6 +106,16 @@ absl::Status GradientStream::WaitReady(int w) {
     return absl::CancelledError("the step's gradients were abandoned");
   }
   in_flight_ = w;
+  return absl::OkStatus();
+}
+
+absl::Status GradientStream::WaitRestored() {
+  absl::MutexLock lock(&mu_);
+  auto restored = [this]() { return cancelled_ || !restore_pending_; };
+  mu_.Await(absl::Condition(&restored));
+  if (cancelled_) {
+    return absl::CancelledError("the step's gradients were abandoned");
+  }
   return absl::OkStatus();
 }
 

@@ -73,6 +73,12 @@ class GradientStream {
   // reduced gradients, false when its reduction failed (the step fails).
   void Done(int w, bool reduced);
 
+  // Waits until the windows a Restart kept are back in the grads (Finish),
+  // before anything past the reduce-scatters reads them (the all-reduce
+  // across instances); at once when nothing was kept. Cancelled after
+  // Cancel.
+  absl::Status WaitRestored();
+
  private:
   EngineBuffers* const buffers_;
   std::map<std::pair<int, int>, int> window_of_;  // (buffer, bucket) -> w
@@ -83,6 +89,8 @@ class GradientStream {
   int in_flight_ ABSL_GUARDED_BY(mu_) = -1;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool discarded_ ABSL_GUARDED_BY(mu_) = false;
+  // Restart kept windows that Finish has not put back yet.
+  bool restore_pending_ ABSL_GUARDED_BY(mu_) = false;
   // Reduced windows kept across a Restart (host copies of their grads).
   std::map<int, std::vector<char>> kept_;  // producer thread only
 };

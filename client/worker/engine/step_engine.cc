@@ -87,6 +87,8 @@ absl::Status StepEngine::ReduceGradients(StepTelemetry& t,
     ZSHARD_RETURN_IF_ERROR(status);
   }
   t.times.reduce_scatter = seconds;
+  // Windows a restarted producer's replacement overwrote come back first.
+  if (stream != nullptr) ZSHARD_RETURN_IF_ERROR(stream->WaitRestored());
   const auto t0 = Clock::now();
   comm::Communicator* inter = groups_.inter();
   for (const WindowState& w : buffers_->windows()) {

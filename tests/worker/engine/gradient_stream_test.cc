@@ -90,7 +90,19 @@ class StreamingWorkload final : public Workload {
             buffers.device().Zero(b.grads.data(), b.grads.size()));
       }
       ZSHARD_RETURN_IF_ERROR(inner_.Gradients(step, state).status());
-      ZSHARD_RETURN_IF_ERROR(stream.MarkReady(0, buckets - 1));
+      // As a trainer does, every bucket is handed over again during the
+      // replacement's backward, and the producer returns (Finish puts the
+      // kept windows back) only after every window is reduced and the
+      // reducer has had time for the all-reduce across instances, which
+      // must wait for those windows.
+      for (int k = buckets - 1; k >= 0; --k) {
+        ZSHARD_RETURN_IF_ERROR(stream.MarkReady(0, k));
+      }
+      while (stream.reduced_windows() < buckets &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     return loss;
   }
