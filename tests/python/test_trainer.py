@@ -138,16 +138,26 @@ class TrainerTest(unittest.TestCase):
             self.assertLess(diff.max().item(), 1e-4, "%s moved %g, differs "
                             "by %g" % (name, moved, diff.max().item()))
 
-    def start(self, workers):
-        """Daemons w0..w{n-1}, each with a trainer; returns the trainers'
-        names and output files."""
+    def start(self, workers, extra=()):
+        """Daemons w0..w{n-1}, each with a trainer (given `extra`);
+        returns the trainers' names and output files."""
         c = self.cluster
         trainers, outs = [], []
         for i in range(workers):
             c.start_worker("w%d" % i)
             outs.append(os.path.join(c.dir, "w%d.pt" % i))
-            trainers.append(c.start_trainer("w%d" % i, outs[-1]))
+            trainers.append(c.start_trainer("w%d" % i, outs[-1], extra=extra))
         return trainers, outs
+
+    def pause_after(self, step):
+        """Trainer flags: wait after `step` until resume(), so that a
+        fault injected there cannot come after the job's end (its steps
+        take a millisecond)."""
+        return ["--pause-after", str(step), "--resume-file",
+                os.path.join(self.cluster.dir, "resume")]
+
+    def resume(self):
+        open(os.path.join(self.cluster.dir, "resume"), "w").close()
 
     def wait_for_step(self, trainers, step, timeout=240):
         deadline = time.monotonic() + timeout
@@ -169,7 +179,7 @@ class TrainerTest(unittest.TestCase):
         return [s for s in self.cluster.steps(trainer) if not s["failed"]]
 
     def test_four_ranks_two_instances_match_adamw(self):
-        trainers, outs = self.start(4)
+        trainers, outs = self.start(4, extra=self.pause_after(2))
         self.wait_for_step(trainers, 2)
         # Refused with one line each while the world keeps training.
         sock = self.cluster.socket("w0")
@@ -196,6 +206,7 @@ class TrainerTest(unittest.TestCase):
         self.assertIn("a trainer is already attached", refused[0])
         self.assertIn("this daemon runs job 'pytrain'", refused[1])
         self.assertIn("param 1 'hidden.weight' has shape", refused[2])
+        self.resume()
         self.finish(trainers, ["w%d" % i for i in range(4)])
         steps = self.completed_steps(trainers[0])
         self.assertEqual([s["step"] for s in steps], list(range(1, 21)))
@@ -208,10 +219,11 @@ class TrainerTest(unittest.TestCase):
     def test_a_daemon_killed_mid_run_loses_nothing(self):
         # Five daemons for a world of four: one is a spare, whose trainer
         # waits in begin_step until its daemon takes the dead one's rank.
-        trainers, outs = self.start(5)
+        trainers, outs = self.start(5, extra=self.pause_after(5))
         victim = self.wait_for_step(trainers, 5)
         index = trainers.index(victim)
         self.cluster.procs["w%d" % index].send_signal(signal.SIGKILL)
+        self.resume()
         self.assertEqual(self.cluster.wait(victim, 60), 3,
                          "its trainer gets WorkerLost")
         alive = [i for i in range(5) if i != index]
@@ -223,11 +235,12 @@ class TrainerTest(unittest.TestCase):
     def test_a_trainer_gone_for_good_hands_its_state_over(self):
         # Past trainer_timeout_ms its daemon leaves as on SIGTERM (exit 0,
         # state handed over) and the spare takes its rank.
-        trainers, outs = self.start(5)
+        trainers, outs = self.start(5, extra=self.pause_after(5))
         victim = self.wait_for_step(trainers, 5)
         index = trainers.index(victim)
         self.cluster.procs[victim].send_signal(signal.SIGKILL)
         self.cluster.wait(victim, 30)
+        self.resume()
         self.assertEqual(self.cluster.wait("w%d" % index, 120), 0,
                          self.cluster.read_log("w%d" % index))
         self.assertIn("leaving the job",

@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 import torch
 
@@ -32,6 +33,9 @@ def main():
     parser.add_argument("--micro-batches", type=int, default=1)
     parser.add_argument("--double-backward-at", type=int, default=0)
     parser.add_argument("--die-in-backward", type=int, default=0)
+    parser.add_argument("--pause-after", type=int, default=0,
+                        help="after this step, wait for --resume-file")
+    parser.add_argument("--resume-file", default=None)
     parser.add_argument("--bf16", action="store_true",
                         help="the model in bfloat16")
     args = parser.parse_args()
@@ -86,6 +90,9 @@ def main():
                         "grad_norm": result.grad_norm,
                         "loss": result.loss, "refused": refused}) + "\n")
                     log.flush()
+                if result.step == args.pause_after and args.resume_file:
+                    while not os.path.exists(args.resume_file):
+                        time.sleep(0.02)
     except zshard.WorkerLost as e:
         print("trainer: %s" % e, file=sys.stderr)
         return 3
