@@ -124,11 +124,32 @@ void PlanWatchHub::NotifyLoop() {
   while (true) {
     WatchBatch batch = membership_->WaitForUpdates(seq, absl::Seconds(1));
     seq = batch.last_seq;
-    if (!batch.updates.empty() || batch.shutdown) {
+    if (batch.shutdown) {
       absl::MutexLock lock(&mu_);
       for (PlanWatchReactor* r : reactors_) r->Poke();
+      return;
     }
-    if (batch.shutdown) return;
+    if (!batch.updates.empty()) PokeAllPaced();
+  }
+}
+
+void PlanWatchHub::PokeAllPaced() {
+  // Resumes after the last reactor poked: the set is ordered, and one that
+  // left in the pause is simply not found again; one that opened in it was
+  // poked by Open.
+  PlanWatchReactor* last = nullptr;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto it =
+          last == nullptr ? reactors_.begin() : reactors_.upper_bound(last);
+      for (int n = 0; it != reactors_.end() && n < kFanOutChunk; ++it, ++n) {
+        (*it)->Poke();
+        last = *it;
+      }
+      if (it == reactors_.end()) return;
+    }
+    absl::SleepFor(kFanOutPause);
   }
 }
 
