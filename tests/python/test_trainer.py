@@ -154,10 +154,13 @@ class TrainerTest(unittest.TestCase):
         fault injected there cannot come after the job's end (its steps
         take a millisecond)."""
         return ["--pause-after", str(step), "--resume-file",
-                os.path.join(self.cluster.dir, "resume")]
+                self.resume_file()]
+
+    def resume_file(self):
+        return os.path.join(self.cluster.dir, "resume")
 
     def resume(self):
-        open(os.path.join(self.cluster.dir, "resume"), "w").close()
+        open(self.resume_file(), "w").close()
 
     def wait_for_step(self, trainers, step, timeout=240):
         deadline = time.monotonic() + timeout

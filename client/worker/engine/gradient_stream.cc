@@ -38,11 +38,12 @@ absl::Status GradientStream::Restart() {
         if (kept_.count(static_cast<int>(w)) == 0) {
           done.push_back(static_cast<int>(w));
         }
-        restore_pending_ = true;
       } else {
         ready_[w] = false;
       }
     }
+    // Finish puts every kept window back; the reducer waits for it.
+    restore_pending_ = !kept_.empty() || !done.empty();
   }
   // Nothing touches these windows any more: the reducer has passed them.
   for (int w : done) {

@@ -79,10 +79,13 @@ class StreamingWorkload final : public Workload {
       // zeroes the grads and writes them all again.
       const auto deadline =
           std::chrono::steady_clock::now() + std::chrono::seconds(20);
-      while (stream.reduced_windows() < 1 &&
-             std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
+      auto wait_reduced = [&](int n) {
+        while (stream.reduced_windows() < n &&
+               std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+      };
+      wait_reduced(1);
       restarted_with_ = stream.reduced_windows();
       ZSHARD_RETURN_IF_ERROR(stream.Restart());
       for (BufferState& b : buffers.buffers()) {
@@ -98,10 +101,7 @@ class StreamingWorkload final : public Workload {
       for (int k = buckets - 1; k >= 0; --k) {
         ZSHARD_RETURN_IF_ERROR(stream.MarkReady(0, k));
       }
-      while (stream.reduced_windows() < buckets &&
-             std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
+      wait_reduced(buckets);
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     return loss;
