@@ -167,6 +167,10 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
     }
     c->advertise_ = absl::StrCat(Bracketed(host), ":", c->port_);
   }
+  {
+    absl::MutexLock view_lock(&c->view_mu_);
+    c->view_advertise_ = c->advertise_;
+  }
   if (c->etcd_store_ != nullptr) {
     open_options.candidate_id = c->advertise_;
     auto election =
@@ -176,6 +180,10 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
           absl::StrCat("cannot open the store: ", election.status().message()));
     }
     c->election_ = *std::move(election);
+    {
+      absl::MutexLock view_lock(&c->view_mu_);
+      c->view_election_ = c->election_.get();
+    }
     if (c->election_->leading()) {
       ZSHARD_RETURN_IF_ERROR(c->TakeOverLocked());
     } else {
@@ -374,11 +382,16 @@ std::string Coordinator::CurrentLeader() { return View().leader; }
 
 ElectionView Coordinator::View() {
   ElectionView view;
-  if (election_ == nullptr) {
-    view.leader = advertise_;
-    return view;
+  LeaderElection* election = nullptr;
+  {
+    absl::MutexLock lock(&view_mu_);
+    election = view_election_;
+    if (etcd_store_ == nullptr) view.leader = view_advertise_;
   }
-  std::vector<LeaderElection::Candidate> c = election_->Candidates();
+  // Without etcd it is the only coordinator; with etcd, the server answers
+  // (as a standby) before the campaign starts: no leader is known yet.
+  if (election == nullptr) return view;
+  std::vector<LeaderElection::Candidate> c = election->Candidates();
   for (size_t i = 0; i < c.size(); ++i) {
     if (i == 0) {
       view.leader = c[i].id;

@@ -157,6 +157,12 @@ class Coordinator {
   std::string bound_listen_;
   std::string advertise_;
   int port_ = 0;
+  // What View() reads on gRPC threads, set once each is ready: the
+  // address once bound, the election once campaigning. Until then an etcd
+  // standby names no leader (never itself).
+  absl::Mutex view_mu_;
+  std::string view_advertise_ ABSL_GUARDED_BY(view_mu_);
+  LeaderElection* view_election_ ABSL_GUARDED_BY(view_mu_) = nullptr;
   int metrics_port_ = 0;
 
   absl::Mutex role_mu_;

@@ -136,9 +136,20 @@ TEST_F(EtcdCoordinatorTest, SecondCoordinatorOnALedPrefixStandsBy) {
   options.stderr_path = cluster_.dir().File("second.err");
   auto second = Subprocess::Start(options);
   ASSERT_TRUE(second.ok());
-  // It serves as a standby: every RPC is UNAVAILABLE naming the leader.
-  ASSERT_TRUE(WaitFor([&] { return HealthOf(address, "") == 1; }, 10000))
+  // It serves as a standby: every RPC is UNAVAILABLE naming the leader. It
+  // answers before its campaign has read who leads: from its first answer
+  // on it names the leader or none, never itself.
+  std::vector<std::string> named;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        RpcAnswer a = HeartbeatAnswer(address);
+        if (!a.leader.empty()) named.push_back(a.leader);
+        return a.leader == cluster_.address();
+      },
+      10000, 1))
       << ReadLog(cluster_.dir().File("second.err"));
+  EXPECT_THAT(named, ::testing::Each(cluster_.address()));
+  EXPECT_EQ(HealthOf(address, ""), 1);
   RpcAnswer answer = HeartbeatAnswer(address);
   EXPECT_EQ(answer.code, grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(answer.message,

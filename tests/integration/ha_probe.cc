@@ -11,6 +11,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
 #include "zshard/v1/dashboard_service.grpc.pb.h"
 #include "zshard/v1/rendezvous_service.grpc.pb.h"
 #include "zshard/v1/worker_service.grpc.pb.h"
@@ -19,7 +20,12 @@ namespace zshard::testing {
 namespace {
 
 std::shared_ptr<grpc::Channel> Channel(const std::string& address) {
-  return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  // Its own subchannel: a refused connect of an earlier probe does not make
+  // this one wait out gRPC's reconnect backoff.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                   args);
 }
 
 void Deadline(grpc::ClientContext* ctx) {
