@@ -367,8 +367,12 @@ class Membership {
   void CheckStepFailureLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool NeedsReplanLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Publishes `plan` in `phase` to the watchers. An abandonment waits for
+  // the end of its change (or the change's next update): a proposal in the
+  // same change replaces it (see unpublished_abandon_).
   void PublishLocked(PlanPhase phase, const EpochPlan& plan)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PublishAbandonLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stages what heartbeats answer from, shown in one step (see facts_).
   void PublishFactsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The session's lease when it is live; the table's exact error
@@ -476,6 +480,11 @@ class Membership {
   int target_world_ ABSL_GUARDED_BY(mu_) = 0;
   // Why no world can be formed, as last reported.
   std::string last_unviable_ ABSL_GUARDED_BY(mu_);
+  // The epoch this change abandoned, not yet published. Watchers never see
+  // an abandonment followed by a proposal in one change: a worker resumes
+  // on ABANDONED, and one that falls behind gets only the latest state
+  // (the proposal) and stays paused, so the first would step alone.
+  std::optional<EpochPlan> unpublished_abandon_ ABSL_GUARDED_BY(mu_);
   // A ranked member of the committed epoch is no longer healthy.
   bool committed_broken_ ABSL_GUARDED_BY(mu_) = false;
   // Live members whose moves failed as sources since the last stable

@@ -13,8 +13,26 @@
 namespace zshard::server {
 
 void Membership::PublishLocked(PlanPhase phase, const EpochPlan& plan) {
+  if (phase == PlanPhase::kAbandoned && plan.epoch > 0) {
+    PublishAbandonLocked();  // an earlier one of this change goes first
+    unpublished_abandon_ = plan;
+    return;
+  }
+  if (phase == PlanPhase::kProposed) {
+    unpublished_abandon_.reset();  // the proposal replaces it
+  } else {
+    PublishAbandonLocked();
+  }
   PublishFactsLocked();  // an update's epoch is one heartbeats accept
   updates_.Publish(phase, plan, transition_);
+}
+
+void Membership::PublishAbandonLocked() {
+  if (!unpublished_abandon_.has_value()) return;
+  EpochPlan plan = std::move(*unpublished_abandon_);
+  unpublished_abandon_.reset();
+  PublishFactsLocked();
+  updates_.Publish(PlanPhase::kAbandoned, plan, transition_);
 }
 
 WatchBatch Membership::WaitForUpdates(int64_t after_seq,
@@ -149,6 +167,7 @@ void Membership::SaveMetaLocked() {
 }
 
 void Membership::FlushLocked() {
+  PublishAbandonLocked();
   PublishFactsLocked();
   const int64_t ticket = writer_.Enqueue(batch_.Take(members_));
   if (ticket > 0) last_ticket_ = ticket;

@@ -147,6 +147,9 @@ std::optional<TransitionAck> TransitionHandler::Apply(
     case v1::PLAN_PHASE_ABANDONED: {
       const int64_t epoch = update.epoch();
       if (epoch <= committed_epoch_) return std::nullopt;
+      // A later proposal already stopped this worker: resuming for an
+      // older abandonment (a replay) would step where peers do not.
+      if (pending_epoch_ > epoch) return std::nullopt;
       pending_epoch_ = 0;
       if (rank_ >= 0 && ReadyLocked()) {
         runner_->Activate(runner_->step());

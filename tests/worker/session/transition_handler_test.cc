@@ -84,6 +84,25 @@ TEST_F(TransitionHandlerTest, AbandonedProposalResumes) {
   EXPECT_EQ(handler_.epoch(), 1);
 }
 
+TEST_F(TransitionHandlerTest, AnAbandonmentOlderThanTheProposalKeepsItPaused) {
+  handler_.Apply(Update(1, v1::PLAN_PHASE_COMMITTED, {{"w1", 0}}, 0));
+  runner_.Activate(9);
+  // Epoch 2 superseded by epoch 3: the coordinator sends only the
+  // proposal, and a replayed ABANDONED of epoch 2 must not resume.
+  ASSERT_TRUE(handler_.Apply(
+      Update(2, v1::PLAN_PHASE_PROPOSED, {{"w1", 0}, {"w2", 1}})));
+  auto ack = handler_.Apply(
+      Update(3, v1::PLAN_PHASE_PROPOSED, {{"w1", 0}, {"w2", 1}, {"w3", 2}}));
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->epoch, 3);
+  EXPECT_EQ(ack->step, 9);
+  EXPECT_FALSE(handler_.Apply(Update(2, v1::PLAN_PHASE_ABANDONED, {})));
+  EXPECT_FALSE(runner_.active());
+  EXPECT_FALSE(handler_.Apply(Update(3, v1::PLAN_PHASE_ABANDONED, {})));
+  EXPECT_TRUE(runner_.active());
+  EXPECT_EQ(runner_.step(), 9);
+}
+
 TEST_F(TransitionHandlerTest, StaleAndForeignUpdatesGetNoAck) {
   handler_.Apply(Update(3, v1::PLAN_PHASE_COMMITTED, {{"w1", 0}}, 0));
   EXPECT_FALSE(handler_.Apply(Update(2, v1::PLAN_PHASE_PROPOSED, {{"w1", 0}})));
