@@ -24,7 +24,8 @@ std::shared_ptr<const PlanUpdate> UpdateOf(
 
 PlanUpdateLog::Snapshots PlanUpdateLog::MakeSnapshots(
     int64_t seq, const EpochTransition& now,
-    const std::shared_ptr<const PlanUpdate>& latest) {
+    const std::shared_ptr<const PlanUpdate>& latest,
+    const std::shared_ptr<const PlanUpdate>& abandoned) {
   Snapshots out;
   if (now.committed().epoch > 0) {
     // A new watcher sees the committed epoch's moves until it is stable.
@@ -34,6 +35,10 @@ PlanUpdateLog::Snapshots PlanUpdateLog::MakeSnapshots(
         now.committed(), latest);
   }
   if (now.proposal() != nullptr) {
+    if (abandoned != nullptr && abandoned->plan.epoch > now.committed().epoch &&
+        abandoned->plan.epoch < now.proposal()->epoch) {
+      out.abandoned = abandoned;
+    }
     out.pending = UpdateOf(seq, PlanPhase::kProposed, *now.proposal(), latest);
   } else if (now.abandoned() != nullptr) {
     out.pending =
@@ -45,27 +50,34 @@ PlanUpdateLog::Snapshots PlanUpdateLog::MakeSnapshots(
 void PlanUpdateLog::Publish(PlanPhase phase, const EpochPlan& plan,
                             const EpochTransition& now) {
   int64_t seq = 0;
+  std::shared_ptr<const PlanUpdate> abandoned;
   {
     absl::MutexLock lock(&mu_);
     seq = next_seq_;
+    abandoned = published_abandoned_;
   }
   // Copied outside the lock: a plan may carry many moves. Only Publish
-  // and Snapshot change next_seq_, and they never run concurrently.
+  // and Snapshot change next_seq_ and published_abandoned_, and they never
+  // run concurrently.
   auto update =
       std::make_shared<const PlanUpdate>(PlanUpdate{seq, phase, plan});
-  Snapshots snap = MakeSnapshots(seq, now, update);
+  if (phase == PlanPhase::kAbandoned) abandoned = update;
+  Snapshots snap = MakeSnapshots(seq, now, update, abandoned);
   absl::MutexLock lock(&mu_);
   next_seq_ = seq + 1;
+  published_abandoned_ = std::move(abandoned);
   gate_.Stage(Staged{std::move(update), std::move(snap)});
 }
 
 void PlanUpdateLog::Snapshot(const EpochTransition& now) {
   int64_t seq = 0;
+  std::shared_ptr<const PlanUpdate> abandoned;
   {
     absl::MutexLock lock(&mu_);
     seq = next_seq_ - 1;
+    abandoned = published_abandoned_;
   }
-  Snapshots snap = MakeSnapshots(seq, now, nullptr);
+  Snapshots snap = MakeSnapshots(seq, now, nullptr, abandoned);
   absl::MutexLock lock(&mu_);
   gate_.Stage(Staged{nullptr, std::move(snap)});
 }
@@ -93,6 +105,7 @@ void PlanUpdateLog::ShowLocked(std::vector<Staged> shown) {
       }
     }
     snap_committed_ = std::move(s.snap.committed);
+    snap_abandoned_ = std::move(s.snap.abandoned);
     snap_pending_ = std::move(s.snap.pending);
   }
   cv_.SignalAll();
@@ -116,6 +129,7 @@ WatchBatch PlanUpdateLog::Wait(int64_t after_seq, absl::Duration timeout) {
     return batch;
   }
   if (snap_committed_) batch.updates.push_back(snap_committed_);
+  if (snap_abandoned_) batch.updates.push_back(snap_abandoned_);
   if (snap_pending_) batch.updates.push_back(snap_pending_);
   return batch;
 }

@@ -46,7 +46,9 @@ class PlanUpdateLog {
   // Stages the snapshot, what a new watcher gets first, from `now`: the
   // committed epoch (its moves until it is stable), then the proposal in
   // flight or the last abandoned one; each numbered with the latest
-  // update's seq.
+  // update's seq. Before a proposal, the last ABANDONED published since
+  // the committed epoch: workers resume on it, so a watcher that fell
+  // behind must resume as the others did before it stops again.
   void Snapshot(const EpochTransition& now);
   // What was staged since the last Seal is shown once the StoreWriter's
   // `ticket` is durable (0: at once).
@@ -63,7 +65,7 @@ class PlanUpdateLog {
 
  private:
   struct Snapshots {
-    std::shared_ptr<const PlanUpdate> committed, pending;
+    std::shared_ptr<const PlanUpdate> committed, abandoned, pending;
   };
   // A staged Publish (with its update) or Snapshot (without).
   struct Staged {
@@ -73,9 +75,11 @@ class PlanUpdateLog {
   void ShowLocked(std::vector<Staged> shown) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What Snapshot describes, numbered `seq`; `latest` (may be null) is
   // shared where it is one of them.
+  // `abandoned` (may be null) is the last ABANDONED published.
   static Snapshots MakeSnapshots(
       int64_t seq, const EpochTransition& now,
-      const std::shared_ptr<const PlanUpdate>& latest);
+      const std::shared_ptr<const PlanUpdate>& latest,
+      const std::shared_ptr<const PlanUpdate>& abandoned);
 
   const int capacity_;
   absl::Mutex mu_;
@@ -86,7 +90,10 @@ class PlanUpdateLog {
   int64_t seq_ ABSL_GUARDED_BY(mu_) = 0;  // the latest update's
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<const PlanUpdate> snap_committed_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const PlanUpdate> snap_abandoned_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const PlanUpdate> snap_pending_ ABSL_GUARDED_BY(mu_);
+  // The last ABANDONED update published (staged).
+  std::shared_ptr<const PlanUpdate> published_abandoned_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace zshard::server

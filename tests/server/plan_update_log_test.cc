@@ -53,6 +53,37 @@ TEST(PlanUpdateLogTest, NewAndLaggingWatchersGetTheSnapshot) {
   }
 }
 
+// Workers resume on ABANDONED: a watcher that fell behind gets it before
+// the next proposal, as the others did, or it would stay paused while they
+// step; once an epoch commits, the older abandonment is no longer news.
+TEST(PlanUpdateLogTest, TheSnapshotKeepsAnAbandonmentBeforeTheNextProposal) {
+  PlanUpdateLog log(1);
+  EpochTransition t;
+  t.Restore(Plan(3), true, Plan(3), 4);
+  ASSERT_TRUE(t.Propose(Plan(4)).ok());
+  log.Publish(PlanPhase::kProposed, Plan(4), t);
+  ASSERT_TRUE(t.Abandon("a member died").ok());
+  log.Publish(PlanPhase::kAbandoned, Plan(4), t);
+  ASSERT_TRUE(t.Propose(Plan(5)).ok());
+  log.Publish(PlanPhase::kProposed, Plan(5), t);
+  log.Seal(0);  // no store write to wait for
+  WatchBatch b = log.Wait(-1, absl::ZeroDuration());
+  ASSERT_EQ(b.updates.size(), 3u);
+  EXPECT_EQ(b.updates[0]->phase, PlanPhase::kStable);
+  EXPECT_EQ(b.updates[1]->phase, PlanPhase::kAbandoned);
+  EXPECT_EQ(b.updates[1]->plan.epoch, 4);
+  EXPECT_EQ(b.updates[2]->phase, PlanPhase::kProposed);
+  EXPECT_EQ(b.updates[2]->plan.epoch, 5);
+  t.Restore(Plan(5), true, Plan(5), 6);
+  ASSERT_TRUE(t.Propose(Plan(6)).ok());
+  log.Publish(PlanPhase::kProposed, Plan(6), t);
+  log.Seal(0);  // no store write to wait for
+  b = log.Wait(-1, absl::ZeroDuration());
+  ASSERT_EQ(b.updates.size(), 2u);
+  EXPECT_EQ(b.updates[0]->plan.epoch, 5);
+  EXPECT_EQ(b.updates[1]->phase, PlanPhase::kProposed);
+}
+
 TEST(PlanUpdateLogTest, TheSnapshotSharesThePublishedUpdate) {
   PlanUpdateLog log(8);
   EpochTransition t;
