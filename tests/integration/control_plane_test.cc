@@ -113,7 +113,8 @@ TEST_F(ControlPlaneTest, CoordinatorRestartKeepsEpochMembersAndSteps) {
   for (int i = 0; i < 4; ++i) {
     EXPECT_TRUE(cluster_.worker("w" + std::to_string(i))->Running());
   }
-  ASSERT_TRUE(cluster_.RestartCoordinator().ok());
+  absl::Status restarted = cluster_.RestartCoordinator();
+  ASSERT_TRUE(restarted.ok()) << restarted;
 
   auto after = cluster_.WaitForStatus(
       [&](const json& s) {

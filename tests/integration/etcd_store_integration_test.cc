@@ -70,7 +70,8 @@ TEST_P(StoreRestartTest, KilledCoordinatorRestartsOnItsStoreAndTheJobEnds) {
 
   cluster_.coordinator()->Signal(SIGKILL);
   ASSERT_TRUE(cluster_.coordinator()->Wait(5000).has_value());
-  ASSERT_TRUE(cluster_.RestartCoordinator().ok());
+  absl::Status restarted = cluster_.RestartCoordinator();
+  ASSERT_TRUE(restarted.ok()) << restarted;
   auto after = cluster_.WaitForStatus(
       [](const json& s) { return IsStableWorld(s, 4, 0); }, 10000);
   ASSERT_TRUE(after.ok()) << after.status();
@@ -218,7 +219,8 @@ TEST_F(EtcdCoordinatorTest, EtcdRestartUnderARunningJobIsRiddenOut) {
   EXPECT_TRUE(cluster_.coordinator()->Running());
   cluster_.coordinator()->Signal(SIGKILL);
   ASSERT_TRUE(cluster_.coordinator()->Wait(5000).has_value());
-  ASSERT_TRUE(cluster_.RestartCoordinator().ok());
+  absl::Status restarted = cluster_.RestartCoordinator();
+  ASSERT_TRUE(restarted.ok()) << restarted;
   auto after = cluster_.WaitForStatus(
       [](const json& s) { return IsStableWorld(s, 4, 0); }, 10000);
   ASSERT_TRUE(after.ok()) << after.status();
