@@ -2,6 +2,7 @@
 #include "server/store/leader_election.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -69,7 +70,7 @@ absl::Status LeaderElection::PutKey() {
   lease_ = lease;
   key_ = key;
   create_revision_ = r.revision;  // the txn's revision created the key
-  last_renewal_ = absl::Now();
+  last_renewal_ = std::chrono::steady_clock::now();
   return absl::OkStatus();
 }
 
@@ -81,15 +82,15 @@ void LeaderElection::Step() {
     absl::MutexLock lock(&mu_);
     lease = lease_;
     resigned = resigned_;
-    renew = renewing_ &&
-            absl::Now() - last_renewal_ >= absl::Seconds(options_.ttl_s) / 3;
+    renew = renewing_ && std::chrono::steady_clock::now() - last_renewal_ >=
+                             std::chrono::seconds(options_.ttl_s) / 3;
   }
   if (resigned) return;
   if (renew) {
     absl::StatusOr<int64_t> ttl = client_->KeepAlive(lease);
     if (ttl.ok()) {
       absl::MutexLock lock(&mu_);
-      last_renewal_ = absl::Now();
+      last_renewal_ = std::chrono::steady_clock::now();
     } else if (ttl.status().code() == absl::StatusCode::kNotFound) {
       {
         absl::MutexLock lock(&mu_);
@@ -108,7 +109,8 @@ void LeaderElection::Step() {
   absl::MutexLock lock(&mu_);
   if (!keys.ok()) {
     // etcd unreachable: the lease may be expiring unseen.
-    if (absl::Now() - last_renewal_ >= absl::Seconds(options_.ttl_s)) {
+    if (std::chrono::steady_clock::now() - last_renewal_ >=
+        std::chrono::seconds(options_.ttl_s)) {
       if (leading_) {
         loss_reason_ = absl::StrCat(
             "etcd could not be read for its lease "
@@ -159,8 +161,16 @@ void LeaderElection::Loop() {
 }
 
 bool LeaderElection::WaitForLeadership(absl::Duration timeout) {
+  // absl's timed waits end at a wall-clock time: a step forward of the
+  // wall clock would end this one early, so the deadline is steady.
+  const auto deadline =
+      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
   absl::MutexLock lock(&mu_);
-  mu_.AwaitWithTimeout(absl::Condition(&leading_), timeout);
+  while (!leading_) {
+    const auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) break;
+    mu_.AwaitWithTimeout(absl::Condition(&leading_), absl::FromChrono(left));
+  }
   return leading_;
 }
 

@@ -11,6 +11,7 @@
 // lease TTL after the old leader stopped renewing.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -110,7 +111,9 @@ class LeaderElection {
   bool resigned_ ABSL_GUARDED_BY(mu_) = false;
   bool renewing_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Time last_renewal_ ABSL_GUARDED_BY(mu_);
+  // On the steady clock, as etcd times leases: a step of the wall clock
+  // neither delays a renewal nor ends the leadership early.
+  std::chrono::steady_clock::time_point last_renewal_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 
