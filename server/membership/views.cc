@@ -13,7 +13,7 @@
 namespace zshard::server {
 
 void Membership::PublishLocked(PlanPhase phase, const EpochPlan& plan) {
-  if (phase == PlanPhase::kAbandoned && plan.epoch > 0) {
+  if (phase == PlanPhase::kAbandoned) {
     PublishAbandonLocked();  // an earlier one of this change goes first
     unpublished_abandon_ = plan;
     return;
