@@ -1,6 +1,7 @@
 // Membership: read-only views, the plan update stream, and the helpers
 // that record a change (events, store batch, history, updates).
 #include <algorithm>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -13,26 +14,27 @@
 namespace zshard::server {
 
 void Membership::PublishLocked(PlanPhase phase, const EpochPlan& plan) {
-  if (phase == PlanPhase::kAbandoned) {
-    PublishAbandonLocked();  // an earlier one of this change goes first
-    unpublished_abandon_ = plan;
-    return;
-  }
+  // A proposal replaces an abandonment of its change; anything else comes
+  // after it.
   if (phase == PlanPhase::kProposed) {
-    unpublished_abandon_.reset();  // the proposal replaces it
+    unpublished_abandon_.reset();
   } else {
     PublishAbandonLocked();
+  }
+  if (phase == PlanPhase::kAbandoned) {
+    unpublished_abandon_ = plan;  // at the change's end, unless replaced
+    return;
   }
   PublishFactsLocked();  // an update's epoch is one heartbeats accept
   updates_.Publish(phase, plan, transition_);
 }
 
 void Membership::PublishAbandonLocked() {
-  if (!unpublished_abandon_.has_value()) return;
-  EpochPlan plan = std::move(*unpublished_abandon_);
-  unpublished_abandon_.reset();
+  std::optional<EpochPlan> plan =
+      std::exchange(unpublished_abandon_, std::nullopt);
+  if (!plan.has_value()) return;
   PublishFactsLocked();
-  updates_.Publish(PlanPhase::kAbandoned, plan, transition_);
+  updates_.Publish(PlanPhase::kAbandoned, *plan, transition_);
 }
 
 WatchBatch Membership::WaitForUpdates(int64_t after_seq,
