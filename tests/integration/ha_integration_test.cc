@@ -214,7 +214,12 @@ TEST_F(HaTest, ThreeCoordinatorsOneLeadsTheOthersStandByNamingIt) {
   EXPECT_EQ(LeaderGauge(a), 1);
   EXPECT_EQ(LeaderGauge(b), 0);
   EXPECT_EQ(LeaderGauge(c), 0);
-  EXPECT_TRUE(LogContains(b->log, "standby: " + b->address + " stands by"));
+  // b logs that it stands by once its campaign has read who leads.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return LogContains(b->log, "standby: " + b->address + " stands by");
+      },
+      5000));
   // The leader recorded both standbys in the job's event log.
   int standby_events = 0;
   ASSERT_TRUE(WaitFor(
@@ -271,20 +276,29 @@ TEST_F(HaTest, KilledLeaderIsReplacedWithinTheLeaseTtlAndTheJobGoesOn) {
   const int64_t serving_ms = WallTimeMs() - killed_ms;
   Coordinator* standby = leader == b ? c : b;
   // The new leader's first store write: the first event stored after the
-  // kill (its "restart", then "leader").
+  // kill (its "restart", then "leader"). It records "leader" once it
+  // serves, so its health can say SERVING before the event is stored.
   int64_t first_write_ms = -1;
-  bool leader_event = false;
-  for (const auto& e : StoredEvents()) {
-    const int64_t t = e.value("time_ms", int64_t{0});
-    if (t >= killed_ms && first_write_ms < 0) first_write_ms = t - killed_ms;
-    if (t >= killed_ms && e.value("kind", "") == "leader") {
-      leader_event = true;
-      EXPECT_THAT(e.value("reason", ""),
-                  HasSubstr(leader->address + " leads etcd prefix '" + kPrefix +
-                            "' after " + a->address));
-    }
-  }
-  EXPECT_TRUE(leader_event);
+  std::string leader_reason;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        first_write_ms = -1;
+        for (const auto& e : StoredEvents()) {
+          const int64_t t = e.value("time_ms", int64_t{0});
+          if (t < killed_ms) continue;
+          if (first_write_ms < 0) first_write_ms = t - killed_ms;
+          if (e.value("kind", "") == "leader") {
+            leader_reason = e.value("reason", "");
+            return true;
+          }
+        }
+        return false;
+      },
+      5000))
+      << "no leader event stored after the kill";
+  EXPECT_THAT(leader_reason,
+              HasSubstr(leader->address + " leads etcd prefix '" + kPrefix +
+                        "' after " + a->address));
   std::printf(
       "failover (lease TTL %d s): kill -9 to the new leader's first store "
       "write %lld ms, to its health SERVING %lld ms\n",
