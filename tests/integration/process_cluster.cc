@@ -74,8 +74,10 @@ absl::Status ProcessCluster::RestartCoordinator(bool wait) {
   if (!child.ok()) return child.status();
   coordinator_ = *std::move(child);
   if (!wait) return absl::OkStatus();
+  // On etcd a restart after kill -9 first waits out the killed one's
+  // election lease (5 s by default), then loads the state.
   auto status =
-      WaitForStatus([](const nlohmann::json&) { return true; }, 10000);
+      WaitForStatus([](const nlohmann::json&) { return true; }, 20000);
   if (!status.ok()) {
     return absl::UnavailableError(
         absl::StrCat("coordinator did not answer: ",
