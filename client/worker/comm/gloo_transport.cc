@@ -109,7 +109,17 @@ GlooTransport::GlooTransport(int rank, int size,
       device_(std::move(device)),
       context_(std::move(context)) {}
 
-GlooTransport::~GlooTransport() { Shutdown(); }
+GlooTransport::~GlooTransport() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) {
+      // Releasing the context destroys its pairs, and a pair's destructor
+      // closes its socket without Shutdown's SO_LINGER reset.
+      return;
+    }
+  }
+  Shutdown();
+}
 
 absl::StatusOr<std::unique_ptr<TransferRegion>> GlooTransport::Register(
     void* ptr, size_t bytes) {
@@ -134,6 +144,13 @@ void GlooTransport::Shutdown() {
   } catch (const std::exception&) {
     // Closing a pair that already failed may throw; it is closed either way.
   }
+}
+
+void GlooTransport::Close() {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return;
+  shut_down_ = true;
+  closed_ = true;
 }
 
 void GlooTransport::Abort() {
@@ -181,6 +198,10 @@ absl::Status GlooTransport::Call(const char* what, Fn fn) {
     absl::MutexLock lock(&mu_);
     if (aborted_) {
       return absl::AbortedError(absl::StrCat("gloo ", what, ": aborted"));
+    }
+    if (closed_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("gloo ", what, ": the transport is closed"));
     }
   }
   try {

@@ -53,7 +53,12 @@ class GlooTransport final : public PeerTransport {
   int size() const override { return size_; }
   absl::StatusOr<std::unique_ptr<TransferRegion>> Register(
       void* ptr, size_t bytes) override;
+  // Drops the connections at once (a reset: what the kernel still holds
+  // for a peer is lost, and the peer's operations fail).
   void Shutdown() override;
+  // Closes the connections as TCP closes them: the kernel sends what the
+  // completed sends left in the socket buffers, then the end of stream.
+  void Close() override;
 
   // Wakes every waiter with Aborted, fails every later call, and closes the
   // connections. Thread-safe; never waits for an operation in progress
@@ -85,6 +90,8 @@ class GlooTransport final : public PeerTransport {
   absl::Mutex mu_;
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Closed after a clean run: the connections close when the context goes.
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
   // Buffers being waited on, with true for a send wait.
   std::vector<std::pair<gloo::transport::UnboundBuffer*, bool>> waiting_
       ABSL_GUARDED_BY(mu_);

@@ -59,6 +59,12 @@ class PeerTransport {
   // promptly. Later operations fail. Idempotent.
   virtual void Shutdown() = 0;
 
+  // Ends a run whose operations all completed. A completed send may not
+  // have reached its peer yet (Gloo's completes once the kernel holds it):
+  // a slower peer still receives all of it. Later operations fail. After a
+  // Shutdown() or Abort() it does nothing. Idempotent.
+  virtual void Close() = 0;
+
   // Makes every pending and later operation fail with Aborted, wakes every
   // waiter, and tells the peers, whose pending operations then fail
   // promptly (Unavailable). Thread-safe: may run while another thread waits

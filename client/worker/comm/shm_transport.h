@@ -70,6 +70,9 @@ class ShmTransport final : public PeerTransport {
   absl::StatusOr<std::unique_ptr<TransferRegion>> Register(
       void* ptr, size_t bytes) override;
   void Shutdown() override;
+  // As Shutdown(): a peer drains what this rank published before it
+  // reports the close.
+  void Close() override { Shutdown(); }
   void Abort() override;
 
  private:
