@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/time/clock.h"
 #include "client/worker/comm/communicator.h"
 #include "client/worker/comm/file_kv_store.h"
@@ -85,6 +86,13 @@ TEST(GlooCloseTest, APeerReadsTheLastMessageAfterTheSenderClosed) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) Receive(dir.path(), bytes);
+  // An assertion that ends the test early leaves no stopped child behind.
+  bool reaped = false;
+  absl::Cleanup reap = [&] {
+    if (reaped) return;
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+  };
 
   FileKvStore store(dir.path());
   CommOptions o;
@@ -106,6 +114,7 @@ TEST(GlooCloseTest, APeerReadsTheLastMessageAfterTheSenderClosed) {
   comm->reset();  // the sender's run ends: its connections close
   kill(child, SIGCONT);
   ASSERT_EQ(waitpid(child, &status, 0), child);
+  reaped = true;
   ASSERT_TRUE(sent.ok()) << sent;
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0)
