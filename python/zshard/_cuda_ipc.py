@@ -15,12 +15,23 @@ _LAZY_ENABLE_PEER_ACCESS = 1  # cudaIpcMemLazyEnablePeerAccess
 
 
 class _Handle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * 64)]
+    # Bytes, not c_char: ctypes copies a c_char array only up to its first
+    # zero byte, and a handle has zeros inside.
+    _fields_ = [("reserved", ctypes.c_ubyte * 64)]
+
+
+def handle_from_bytes(raw):
+    """The cudaIpcMemHandle_t of the 64 bytes the daemon exported."""
+    if len(raw) != ctypes.sizeof(_Handle):
+        raise ZshardError("a CUDA IPC handle has %d bytes, want %d" %
+                          (len(raw), ctypes.sizeof(_Handle)))
+    return _Handle.from_buffer_copy(raw)
 
 
 def _runtime():
-    names = [ctypes.util.find_library("cudart"), "libcudart.so",
-             "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"]
+    # The versioned names first: they find the runtime torch has loaded.
+    names = ["libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
+             ctypes.util.find_library("cudart"), "libcudart.so"]
     for name in names:
         if not name:
             continue
@@ -33,6 +44,7 @@ def _runtime():
             ctypes.POINTER(ctypes.c_void_p), _Handle, ctypes.c_uint]
         lib.cudaIpcCloseMemHandle.argtypes = [ctypes.c_void_p]
         lib.cudaGetErrorString.restype = ctypes.c_char_p
+        lib.cudaGetLastError.argtypes = []
         return lib
     raise ZshardError("the daemon's buffers are on a GPU but the CUDA "
                       "runtime (libcudart) cannot be loaded here")
@@ -49,15 +61,12 @@ class DeviceBuffer:
             raise ZshardError(
                 "the daemon's buffers are on cuda:%d but this torch has no "
                 "CUDA device" % device)
-        raw = bytes.fromhex(handle_hex)
-        if len(raw) != 64:
-            raise ZshardError("a CUDA IPC handle has %d bytes, want 64" %
-                              len(raw))
+        handle = handle_from_bytes(bytes.fromhex(handle_hex))
         self._cuda = _runtime()
         self._check(self._cuda.cudaSetDevice(device), "cudaSetDevice")
         ptr = ctypes.c_void_p()
         self._check(self._cuda.cudaIpcOpenMemHandle(
-            ctypes.byref(ptr), _Handle(raw), _LAZY_ENABLE_PEER_ACCESS),
+            ctypes.byref(ptr), handle, _LAZY_ENABLE_PEER_ACCESS),
             "cudaIpcOpenMemHandle")
         self.ptr = ptr.value
         self.nbytes = nbytes
@@ -68,6 +77,8 @@ class DeviceBuffer:
 
     def _check(self, err, what):
         if err != 0:
+            # Cleared, or torch's next CUDA call would report it as its own.
+            self._cuda.cudaGetLastError()
             raise ZshardError("%s failed: %s" % (
                 what, self._cuda.cudaGetErrorString(err).decode()))
 
