@@ -57,7 +57,7 @@ __global__ void ScaleKernel(void* data, int64_t n, float factor) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        i < n; i += stride) {
-    Store<kT>(data, i, Load<kT>(data, i) * factor);
+    Store<kT>(data, i, optim::ScaleKeepingNan(Load<kT>(data, i), factor));
   }
 }
 

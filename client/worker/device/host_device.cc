@@ -195,7 +195,9 @@ class HostDevice final : public Device {
   absl::Status DoScale(void* data, plan::DType dtype, int64_t n,
                        float factor) override {
     WithLoader(dtype, data, [&](auto load) {
-      for (int64_t i = 0; i < n; ++i) Store(dtype, data, i, load(i) * factor);
+      for (int64_t i = 0; i < n; ++i) {
+        Store(dtype, data, i, optim::ScaleKeepingNan(load(i), factor));
+      }
       return 0;
     });
     return absl::OkStatus();

@@ -104,4 +104,15 @@ ZSHARD_HD_INLINE uint32_t FloatToHalfBits(float x) {
   return o | (sign >> 16);
 }
 
+// x * factor for a finite factor, with a NaN x kept as x86 keeps it: the
+// same NaN, quieted (sign and payload kept). A GPU's multiply would return
+// its one canonical NaN instead, so the host and the device call this to
+// give the same bits for a non-finite gradient too.
+ZSHARD_HD_INLINE float ScaleKeepingNan(float x, float factor) {
+  using L = LaneTraits<float>;
+  const uint32_t b = L::ToBits(x);
+  return (b & 0x7FFFFFFFu) > 0x7F800000u ? L::FromBits(b | 0x00400000u)
+                                         : x * factor;
+}
+
 }  // namespace zshard::optim

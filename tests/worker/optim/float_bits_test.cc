@@ -113,5 +113,30 @@ TEST(FloatBitsTest, Fp16OverflowAndTies) {
   EXPECT_EQ(Fp16(std::ldexp(3.0f, -25)), 0x0002);  // tie 1|2: even
 }
 
+uint32_t Bits(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof(b));
+  return b;
+}
+
+// A GPU's multiply turns every NaN into one canonical NaN; the scale the
+// host and the device share keeps the NaN's sign and payload, quieted, as
+// x86 does, and rounds every other value as a plain product.
+TEST(FloatBitsTest, ScaleKeepsTheNanAndRoundsTheRest) {
+  EXPECT_EQ(Bits(ScaleKeepingNan(FromBits(0x7FC00000u), 0.125f)), 0x7FC00000u);
+  EXPECT_EQ(Bits(ScaleKeepingNan(FromBits(0xFFC12345u), 0.125f)), 0xFFC12345u);
+  // A signalling NaN comes back quiet, payload kept.
+  EXPECT_EQ(Bits(ScaleKeepingNan(FromBits(0x7F800001u), 0.5f)), 0x7FC00001u);
+  EXPECT_EQ(ScaleKeepingNan(std::numeric_limits<float>::infinity(), 0.125f),
+            std::numeric_limits<float>::infinity());
+  std::mt19937 rng(3);
+  for (int i = 0; i < 100000; ++i) {
+    const float x = FromBits(static_cast<uint32_t>(rng()));
+    if (std::isnan(x)) continue;
+    const volatile float product = x * 0.1f;
+    EXPECT_EQ(Bits(ScaleKeepingNan(x, 0.1f)), Bits(product)) << x;
+  }
+}
+
 }  // namespace
 }  // namespace zshard::optim
