@@ -75,8 +75,6 @@ class NcclCommunicator final : public Communicator {
   absl::string_view backend() const override { return "nccl"; }
 
  private:
-  // Enqueues `launch` on the stream and polls until the stream drains, an
-  // asynchronous error shows, Abort() is called or the deadline passes.
   // Grows the fp32 scratch of the 16-bit sums to `count` floats.
   absl::Status EnsureWide(size_t count) {
     if (count <= wide_count_) return absl::OkStatus();
@@ -95,7 +93,9 @@ class NcclCommunicator final : public Communicator {
     return s;
   }
 
-  // Runs `launch(comm, deadline)`, which enqueues work on stream_.
+  // Runs `launch(comm, deadline)`, which enqueues work on stream_, and polls
+  // until the stream drains, an asynchronous error shows, Abort() is called
+  // or the deadline passes.
   template <typename Fn>
   absl::Status Run(const char* what, Fn launch) {
     const absl::Time deadline = absl::Now() + timeout_;
@@ -115,8 +115,14 @@ class NcclCommunicator final : public Communicator {
     }
     absl::Status s = CudaError(cudaSetDevice(device_), "set device");
     if (s.ok()) {
-      ncclResult_t r = launch(comm, deadline);
-      if (r != ncclSuccess && r != ncclInProgress) {
+      // A non-blocking communicator may answer ncclInProgress before the
+      // work is on the stream: an empty stream then reads as done.
+      const ncclResult_t r = Enqueued(comm, launch(comm, deadline), deadline);
+      if (r == ncclInProgress) {
+        s = absl::DeadlineExceededError(
+            absl::StrCat("nccl ", what, ": not enqueued within ",
+                         absl::FormatDuration(timeout_)));
+      } else if (r != ncclSuccess) {
         s = absl::UnavailableError(
             absl::StrCat("nccl ", what, ": ", ncclGetErrorString(r)));
       }
