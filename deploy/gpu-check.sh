@@ -3,10 +3,13 @@
 # is meant to run on a GPU and prints exactly one line per check,
 #   PASS|FAIL|SKIP <check> <figure>
 # then one summary line. Every step is bounded: after the build, at most
-# 170 s of gpu tests, 60 s of adam, 90 s of collectives and 20 + 90 s of
-# training, plus 10 s of grace for each command `timeout` has to kill:
-# 7 min 40 s on a one-GPU machine, far less when all goes well.
-# Details of each step go to files in the log directory the summary names.
+# 170 s of gpu tests, 60 s of adam, 90 s of collectives, 20 + 90 s of
+# training and twice 20 + 120 s of the trainer check, plus 10 s of grace for
+# each command `timeout` has to kill: 12 min 20 s on a one-GPU machine, far
+# less when all goes well (about 2 min). Details of each step go to files in
+# the log directory the summary names; env.log says which libraries the
+# binaries load. A build packed by deploy/gpu-pack.sh runs where the build
+# dependencies are missing (--no-build).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -32,7 +35,7 @@ Exit status: 0 every check run passed; 1 a check failed; 2 bad usage;
 EOF
 }
 
-all_checks=(build gpu-tests adam collectives train)
+all_checks=(build gpu-tests adam collectives train trainer)
 
 describe() {
   case $1 in
@@ -41,6 +44,7 @@ describe() {
     adam) echo "zshard-bench adam --device cuda; figure: Adam's bandwidth / device-to-device copy bandwidth (target >= 0.85)" ;;
     collectives) echo "zshard-bench collectives --device cuda, one rank per GPU; figure: Communicator / raw NCCL, reduce-scatter and all-gather (target >= 0.95)" ;;
     train) echo "a local coordinator and 1 worker on cuda:0 (2 on cuda:0 and cuda:1 with 2+ GPUs) train the regression MLP; figure: final loss, median step time" ;;
+    trainer) echo "deploy/demo/charlm.py on cuda:0 attached to a cuda:0 daemon (CUDA IPC), then on cpu; figure: loss, cuda against cpu step by step (needs torch with CUDA)" ;;
   esac
 }
 
@@ -80,7 +84,9 @@ report() {
 # cut to 160 characters.
 first_error() {
   local line
-  line=$(grep -m1 -iE 'error|fatal|failed' "$1" 2>/dev/null)
+  # A Python traceback's exception line, else the first line that says so.
+  line=$(grep -m1 -E '^[A-Za-z_][A-Za-z0-9_.]*(Error|Exception|Lost): ' "$1" 2>/dev/null)
+  [[ -n $line ]] || line=$(grep -m1 -iE 'error|fatal|failed' "$1" 2>/dev/null)
   [[ -n $line ]] || line=$(grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -1)
   echo "${line:0:160}"
 }
@@ -255,21 +261,63 @@ print("PASS" if ok else "FAIL",
 PY
 }
 
-check_train() {
-  local dir=$log_dir/train steps=200 world=1 addr="" deadline coordinator
-  local workers=() devices=() failed="" running i p device code verdict
-  [[ $train_device == cuda ]] && ((gpus >= 2)) && world=2
-  mkdir -p "$dir"
-  write_job "$dir/job.json" "$world" "$steps"
+# start_coordinator DIR: a coordinator of DIR/job.json; sets addr, empty
+# when it did not listen within 20 s.
+start_coordinator() {
+  local dir=$1 pid deadline
+  addr=""
   "$bin/zshard-coordinator" --job "$dir/job.json" --listen 127.0.0.1:0 \
     --state-dir "$dir/state" >"$dir/coordinator.out" 2>"$dir/coordinator.log" &
-  coordinator=$!
-  started+=("$coordinator")
+  pid=$!
+  started+=("$pid")
   deadline=$((SECONDS + 20))
-  while [[ -z $addr ]] && ((SECONDS < deadline)) && kill -0 "$coordinator" 2>/dev/null; do
+  while [[ -z $addr ]] && ((SECONDS < deadline)) && kill -0 "$pid" 2>/dev/null; do
     addr=$(grep -o 'listening on [0-9.:]*' "$dir/coordinator.out" | head -1 | awk '{print $3}')
     [[ -n $addr ]] || sleep 0.2
   done
+}
+
+# await_exits SECONDS PID|NAME|LOG...: waits until every process has exited,
+# one has failed, or SECONDS pass; sets failed to the first one that exited
+# non-zero or is still running (with the first error of its LOG), else
+# empty.
+await_exits() {
+  local limit=$1 deadline entry pid name log code
+  shift
+  local -A codes=()
+  deadline=$((SECONDS + limit))
+  failed=""
+  while ((${#codes[@]} < $#)) && ((SECONDS < deadline)); do
+    for entry in "$@"; do
+      IFS='|' read -r pid name log <<<"$entry"
+      [[ -n ${codes[$pid]:-} ]] && continue
+      kill -0 "$pid" 2>/dev/null && continue
+      code=0
+      wait "$pid" || code=$?
+      codes[$pid]=$code
+      if ((code != 0)); then
+        failed="$name exited $code: $(first_error "$log")"
+        return
+      fi
+    done
+    ((${#codes[@]} < $#)) && sleep 0.2
+  done
+  for entry in "$@"; do
+    IFS='|' read -r pid name log <<<"$entry"
+    if [[ -z ${codes[$pid]:-} ]]; then
+      failed="$name still running after ${limit}s: $(first_error "$log")"
+      return
+    fi
+  done
+}
+
+check_train() {
+  local dir=$log_dir/train steps=200 world=1 addr failed i device verdict
+  local exits=() devices=()
+  [[ $train_device == cuda ]] && ((gpus >= 2)) && world=2
+  mkdir -p "$dir"
+  write_job "$dir/job.json" "$world" "$steps"
+  start_coordinator "$dir"
   if [[ -z $addr ]]; then
     report FAIL train "the coordinator did not start: $(first_error "$dir/coordinator.log")"
     stop_started
@@ -281,29 +329,11 @@ check_train() {
     devices+=("$device")
     "$bin/zshard-worker" --coordinator "$addr" --name "w$i" --device "$device" \
       --log-format json >"$dir/w$i.log" 2>&1 &
-    workers+=($!)
     started+=($!)
+    exits+=("$!|worker w$i ($device)|$dir/w$i.log")
   done
   # Every worker exits once the job's steps are done, or when it fails.
-  deadline=$((SECONDS + 90))
-  running=1
-  while ((running)) && ((SECONDS < deadline)); do
-    running=0
-    for p in "${workers[@]}"; do kill -0 "$p" 2>/dev/null && running=1; done
-    ((running)) && sleep 0.2
-  done
-  for ((i = 0; i < world; i++)); do
-    if kill -0 "${workers[i]}" 2>/dev/null; then
-      failed="worker w$i (${devices[i]}) still running after 90s: $(first_error "$dir/w$i.log")"
-      break
-    fi
-    code=0
-    wait "${workers[i]}" || code=$?
-    if ((code != 0)); then
-      failed="worker w$i (${devices[i]}) exited $code: $(first_error "$dir/w$i.log")"
-      break
-    fi
-  done
+  await_exits 90 "${exits[@]}"
   stop_started
   if [[ -n $failed ]]; then
     report FAIL train "$failed"
@@ -313,6 +343,129 @@ check_train() {
   [[ $verdict == "PASS "* || $verdict == "FAIL "* ]] ||
     verdict="FAIL no loss could be read from $dir/w0.log"
   report "${verdict%% *}" train "${verdict#* }"
+}
+
+# trainer_job DIR DEVICE TEXT: the trainer check's job (DIR/job.json) with
+# one daemon on DEVICE and deploy/demo/charlm.py attached to it, the model
+# on DEVICE too; sets failed as await_exits does.
+trainer_job() {
+  local dir=$1 device=$2 text=$3 addr
+  start_coordinator "$dir"
+  if [[ -z $addr ]]; then
+    failed="the coordinator did not start: $(first_error "$dir/coordinator.log")"
+    return
+  fi
+  "$bin/zshard-worker" --coordinator "$addr" --name t0 --device "$device" \
+    --trainer-socket "$dir/t0.sock" --log-format json >"$dir/worker.log" 2>&1 &
+  started+=($!)
+  local worker=$!
+  PYTHONPATH=$root/python:$root/deploy/demo PYTHONDONTWRITEBYTECODE=1 \
+    torch_python "$root/deploy/demo/charlm.py" "$dir/t0.sock" --device "$device" \
+    --text "$text" --log "$dir/steps.jsonl" >"$dir/trainer.out" 2>"$dir/trainer.log" &
+  started+=($!)
+  await_exits 120 "$worker|the $device daemon|$dir/worker.log" \
+    "$!|the $device trainer|$dir/trainer.log"
+  stop_started
+}
+
+# The trainer check's verdict from the two runs' step logs: "PASS|FAIL
+# <figure>".
+trainer_verdict() {
+  python3 - "$@" <<'PY'
+import json, sys
+gpu_log, cpu_log, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def rows(path):
+    try:
+        return {r["step"]: r for r in map(json.loads, open(path))}
+    except (OSError, ValueError, KeyError):
+        return {}
+gpu, cpu = rows(gpu_log), rows(cpu_log)
+bad = [s for s in range(1, steps + 1)
+       if s not in gpu or gpu[s]["failed"] or not gpu[s]["applied"]]
+if bad or len(cpu) != steps:
+    print("FAIL", "steps missing, failed or skipped on cuda:0: %s; %d of %d "
+          "steps on cpu" % (bad[:5], len(cpu), steps))
+    sys.exit()
+rel = lambda a, b: abs(a - b) / max(abs(b), 1e-30)
+first_norm = rel(gpu[1]["grad_norm"], cpu[1]["grad_norm"])
+worst = max(rel(gpu[s]["loss_per_char"], cpu[s]["loss_per_char"])
+            for s in range(1, steps + 1))
+# Step 1 runs on the same initial params: only the order of the sums
+# differs. Later steps add the chaos of training on two kinds of hardware.
+ok = (first_norm <= 1e-4 and worst <= 1e-2 and
+      gpu[steps]["loss_per_char"] < gpu[1]["loss_per_char"])
+print("PASS" if ok else "FAIL",
+      "loss %.4f -> %.4f nats/char in %d steps through CUDA IPC on cuda:0; "
+      "against the same job on cpu: step 1 grad norm within %.1e, loss "
+      "within %.1e at every step (limits 1e-4, 1e-2)" % (
+          gpu[1]["loss_per_char"], gpu[steps]["loss_per_char"], steps,
+          first_norm, worst))
+PY
+}
+
+# A PyTorch trainer on the GPU: the demo's charlm model on cuda:0 attached
+# to a cuda:0 daemon (its buffers mapped by CUDA IPC), then the same job
+# with the daemon and the model on the cpu, step by step.
+check_trainer() {
+  local dir=$log_dir/trainer steps=100 text=/usr/share/common-licenses/GPL-3
+  local failed device verdict why
+  if ! why=$(torch_python -c 'import torch, sys
+sys.exit(0) if torch.cuda.is_available() else print("torch", torch.__version__, "has no CUDA device")' 2>&1); then
+    why="python3 cannot import torch: ${why##*$'\n'}"
+  fi
+  if [[ -n $why ]]; then
+    report SKIP trainer "$why"
+    return
+  fi
+  # The demo's text, or any text where Debian's base-files is missing.
+  [[ -f $text ]] || text=$root/README.md
+  for device in cuda:0 cpu; do
+    mkdir -p "$dir/$device"
+    python3 - "$root/deploy/demo/job.json" "$dir/$device/job.json" "$steps" <<'PY'
+import json, sys
+job = json.load(open(sys.argv[1]))
+job["name"] = "gpu-check-trainer"
+job["world"] = {"instances": 1, "min": 1, "max": 1}
+job["workload"]["steps"] = int(sys.argv[3])
+json.dump(job, open(sys.argv[2], "w"))
+PY
+    trainer_job "$dir/$device" "$device" "$text"
+    if [[ -n $failed ]]; then
+      report FAIL trainer "$failed"
+      return
+    fi
+  done
+  verdict=$(trainer_verdict "$dir/cuda:0/steps.jsonl" "$dir/cpu/steps.jsonl" "$steps" 2>&1)
+  [[ $verdict == "PASS "* || $verdict == "FAIL "* ]] ||
+    verdict="FAIL the step logs could not be read: ${verdict:0:160}"
+  report "${verdict%% *}" trainer "${verdict#* }"
+}
+
+# python3 with the machine's own library path: PyTorch loads the machine's
+# libraries, not those of a packed build.
+system_library_path=${LD_LIBRARY_PATH-}
+torch_python() { LD_LIBRARY_PATH=$system_library_path python3 "$@"; }
+
+# The libraries a packed build brings (deploy/gpu-pack.sh), and NCCL where
+# the loader does not find it: PyTorch's wheels carry one. What the binaries
+# load goes to env.log.
+setup_libraries() {
+  local dir
+  [[ -d $build_dir/lib-bundle ]] &&
+    export LD_LIBRARY_PATH=$build_dir/lib-bundle${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  if [[ -x $bin/zshard-worker ]] && ldd "$bin/zshard-worker" 2>/dev/null | grep -q 'libnccl.* not found'; then
+    dir=$(torch_python -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null)
+    if [[ ! -f $dir/libnccl.so.2 ]]; then
+      dir=$(find /opt /usr/local /usr/lib -name libnccl.so.2 2>/dev/null | head -1)
+      dir=${dir%/*}
+    fi
+    [[ -n $dir && -d $dir ]] && export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$dir
+  fi
+  {
+    echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+    nvidia-smi 2>&1 | head -15
+    [[ -x $bin/zshard-worker ]] && ldd "$bin/zshard-worker"
+  } >"$log_dir/env.log" 2>&1
 }
 
 # --- the command line ----------------------------------------------------------
@@ -386,8 +539,13 @@ nfail=0
 nskip=0
 
 # --- the checks -------------------------------------------------------------
+libraries_set=0
 for check in "${checks[@]}"; do
   [[ -n $check ]] || continue
+  if [[ $check != build ]] && ((!libraries_set)); then
+    setup_libraries
+    libraries_set=1
+  fi
   if [[ $check == train && $train_device == cpu ]]; then
     check_train
   elif ((gpus == 0)); then
@@ -399,6 +557,7 @@ for check in "${checks[@]}"; do
       adam) check_adam ;;
       collectives) check_collectives ;;
       train) check_train ;;
+      trainer) check_trainer ;;
     esac
   fi
 done

@@ -2,7 +2,8 @@
 the GNU GPL version 3 as Debian's base-files ships it
 (/usr/share/common-licenses/GPL-3), trained through zshard.
 
-    python3 charlm.py SOCKET [--log FILE]     # one trainer per worker daemon
+    python3 charlm.py SOCKET [--log FILE] [--device cuda:N] [--text FILE]
+                                              # one trainer per worker daemon
     python -m zshard.spec charlm:build_model  # the job file's model object
 
 The model reads the CONTEXT characters before a position (an embedding of
@@ -79,8 +80,9 @@ def summed_loss(model, text, step, samples, global_batch):
     if not samples:
         return torch.zeros(())
     xs, ys = zip(*(sample(text, step, b, global_batch) for b in samples))
-    logits = model(torch.cat(xs))
-    return torch.nn.functional.cross_entropy(logits, torch.cat(ys),
+    device = model.embed.weight.device
+    logits = model(torch.cat(xs).to(device))
+    return torch.nn.functional.cross_entropy(logits, torch.cat(ys).to(device),
                                              reduction="sum")
 
 
@@ -89,6 +91,11 @@ def main():
     parser.add_argument("socket")
     parser.add_argument("--log", default=None,
                         help="append one JSON line per step here")
+    parser.add_argument("--device", default="cpu",
+                        help="where the model runs: cpu (default) or cuda:N, "
+                        "the device of a daemon started with --device cuda:N")
+    parser.add_argument("--text", default=TEXT,
+                        help="the text to train on (default %(default)s)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     # zshard is imported here so that `python -m zshard.spec` needs only
@@ -96,8 +103,8 @@ def main():
     import zshard
     from zshard.torch import DistributedOptimizer
 
-    text = load_text()
-    model = build_model()
+    text = load_text(args.text)
+    model = build_model().to(args.device)
     log = open(args.log, "a") if args.log else None
     try:
         with DistributedOptimizer(model, socket=args.socket) as opt:
@@ -129,7 +136,8 @@ def generate(model, prompt, n):
     codes = prompt.tolist()
     with torch.no_grad():
         for _ in range(n):
-            x = torch.tensor([codes[-CONTEXT:]])
+            x = torch.tensor([codes[-CONTEXT:]],
+                             device=model.embed.weight.device)
             codes.append(int(model(x).argmax()))
     return bytes(codes).decode("ascii", "replace")
 

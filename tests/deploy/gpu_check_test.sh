@@ -44,9 +44,9 @@ list_names() {
   expect_rc 0 "--list $*"
   awk '{print $1}' <<<"$out" | paste -sd' ' -
 }
-[[ $(list_names) == "build gpu-tests adam collectives train" ]] ||
+[[ $(list_names) == "build gpu-tests adam collectives train trainer" ]] ||
   fail "--list: $(list_names)"
-[[ $(list_names --no-build) == "gpu-tests adam collectives train" ]] ||
+[[ $(list_names --no-build) == "gpu-tests adam collectives train trainer" ]] ||
   fail "--list --no-build: $(list_names --no-build)"
 [[ $(list_names --only train,adam) == "train adam" ]] ||
   fail "--list --only train,adam: $(list_names --only train,adam)"
@@ -73,7 +73,8 @@ expected="SKIP gpu-tests no GPU on this machine (--gpus 0)
 SKIP adam no GPU on this machine (--gpus 0)
 SKIP collectives no GPU on this machine (--gpus 0)
 SKIP train no GPU on this machine (--gpus 0)
-SUMMARY pass=0 fail=0 skip=4 gpus=0 logs=$tmp/logs"
+SKIP trainer no GPU on this machine (--gpus 0)
+SUMMARY pass=0 fail=0 skip=5 gpus=0 logs=$tmp/logs"
 [[ $out == "$expected" ]] || fail "no GPU: printed
 $out
 instead of
@@ -99,9 +100,30 @@ if [[ -x $build_dir/bin/zshard-coordinator && -x $build_dir/bin/zshard-worker ]]
     [[ $out == "FAIL train worker w0 (cuda:0) exited "* ]] ||
       fail "training without a GPU printed: $out"
   fi
+  # The trainer check needs torch with CUDA: without it, one SKIP line
+  # saying what python3's torch lacks.
+  run --gpus 1 --no-build --build-dir "$build_dir" --only trainer --log-dir "$tmp/trainer"
+  if [[ $out == "PASS trainer "* ]]; then
+    echo "note: this machine trains a PyTorch model on cuda:0"
+  else
+    expect_rc 3 "the trainer check without torch's CUDA"
+    [[ $out == "SKIP trainer "*" has no CUDA device"* || $out == "SKIP trainer python3 cannot import torch: "* ]] ||
+      fail "the trainer check without torch's CUDA printed: $out"
+  fi
 else
   echo "skipped the training run: $build_dir/bin has no zshard-coordinator/zshard-worker"
 fi
+
+# --- deploy/gpu-pack.sh ----------------------------------------------------------
+pack=$root/deploy/gpu-pack.sh
+rc=0
+bash "$pack" >"$tmp/out" 2>"$tmp/err" || rc=$?
+[[ $rc == 2 && $(cat "$tmp/err") == "gpu-pack: name the archive to write (see --help)" ]] ||
+  fail "gpu-pack without an archive: exit $rc, $(cat "$tmp/err")"
+rc=0
+bash "$pack" --build-dir /tmp "$tmp/x.tar.gz" >"$tmp/out" 2>"$tmp/err" || rc=$?
+[[ $rc == 2 && $(cat "$tmp/err") == "gpu-pack: '/tmp' is not a configured build" ]] ||
+  fail "gpu-pack of a directory that is no build: exit $rc, $(cat "$tmp/err")"
 
 if ((failures > 0)); then
   echo "$failures check(s) failed"
