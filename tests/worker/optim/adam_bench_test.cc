@@ -1,5 +1,5 @@
 // Runs `zshard-bench adam` as a process and checks its JSON contract:
-// params_per_s, bytes_per_s = 28 x params_per_s, the triad bound, flag
+// params_per_s, bytes_per_s = 28 x params_per_s, the bound, flag
 // errors, and --device cuda measuring or failing cleanly.
 #include <sys/wait.h>
 
@@ -43,7 +43,10 @@ TEST(AdamBenchTest, PrintsJsonFigures) {
   const double pps = j["params_per_s"].get<double>();
   EXPECT_GT(pps, 0);
   EXPECT_DOUBLE_EQ(j["bytes_per_s"].get<double>(), 28 * pps);
-  EXPECT_GT(j["triad_bytes_per_s"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(j["dram_bytes_per_s"].get<double>(), 30 * pps);
+  const double bound = j["bound_params_per_s"].get<double>();
+  EXPECT_GT(bound, 0);
+  EXPECT_DOUBLE_EQ(j["fraction_of_bound"].get<double>(), pps / bound);
   EXPECT_EQ(j["params"].get<int64_t>(), 100000);
   EXPECT_EQ(j["threads"].get<int>(), 2);
 }
