@@ -1,4 +1,4 @@
-// A checkpoint's manifest (DESIGN.md section 7): manifest.json in the
+// A checkpoint's manifest (docs/design.md section 7): manifest.json in the
 // checkpoint's directory holds the proto JSON of v1::CheckpointManifest.
 // The coordinator writes it (atomically) once every rank file is in;
 // `zshard-coordinator --restore DIR` reads and validates it.

@@ -27,7 +27,7 @@ struct OptimizerSpec {
   LrSchedule lr_schedule;
 };
 
-// How the world follows the healthy members (world.resize; DESIGN.md
+// How the world follows the healthy members (world.resize; docs/design.md
 // section 6).
 enum class ResizePolicy {
   // The shard group D = max / instances stays fixed; the world is I' whole

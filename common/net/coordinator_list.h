@@ -1,6 +1,6 @@
 // The coordinator addresses a client is given: "HOST:PORT" or a
 // comma-separated list of them, one per coordinator of a high-availability
-// setup (DESIGN.md section 11).
+// setup (docs/design.md section 11).
 #pragma once
 
 #include <string>

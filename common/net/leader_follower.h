@@ -1,4 +1,4 @@
-// Follows the leading coordinator among several (DESIGN.md section 11):
+// Follows the leading coordinator among several (docs/design.md section 11):
 // one channel per address, the current one, and the switch after a call
 // that found no leader there, to the address a standby names in its
 // trailing metadata (leader_redirect.h) or else to the next in the list.

@@ -1,4 +1,4 @@
-// The contract between standby coordinators and their clients (DESIGN.md
+// The contract between standby coordinators and their clients (docs/design.md
 // section 11). Several coordinators on one etcd prefix elect one leader;
 // the others are standbys. A standby answers every RPC of the worker,
 // rendezvous, admin and dashboard services with UNAVAILABLE, the message

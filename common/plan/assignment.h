@@ -1,4 +1,4 @@
-// A member's place in an epoch as the coordinator assigns it (DESIGN.md
+// A member's place in an epoch as the coordinator assigns it (docs/design.md
 // section 5): its id, where it is reached for collectives, its rank and
 // instance. Plain data, no proto: the worker converts the wire form into
 // this at its session edge.

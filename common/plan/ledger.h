@@ -1,4 +1,4 @@
-// The memory ledger (DESIGN.md section 1): bytes per rank of param, grad,
+// The memory ledger (docs/design.md section 1): bytes per rank of param, grad,
 // fp32 master, exp_avg (m) and exp_avg_sq (v) under DDP and ZeRO stages 1-3,
 // computed exactly from a plan, beside the seed formulas.
 //

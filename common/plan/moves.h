@@ -1,8 +1,9 @@
-// The state-movement planner (DESIGN.md section 6): from the last committed
-// ownership, the members still alive, optional checkpoint fragments and the
-// next epoch's ownership, the list of moves of optimizer state (master, m
-// and v together, 12 bytes per element) that gives every new owner exactly
-// its ranges. Pure: the same input gives the same output, in the same order.
+// The state-movement planner (docs/design.md section 6): from the last
+// committed ownership, the members still alive, optional checkpoint
+// fragments and the next epoch's ownership, the list of moves of optimizer
+// state (master, m and v together, 12 bytes per element) that gives every
+// new owner exactly its ranges. Pure: the same input gives the same output,
+// in the same order.
 // Model params (bf16) are never moved: after the moves every owner casts its
 // master slice into its param slice and the instance's all-gather fills
 // every param buffer, as in every step.
@@ -17,7 +18,7 @@
 
 namespace zshard::plan {
 
-// A param-space range of state that a checkpoint holds (DESIGN.md section
+// A param-space range of state that a checkpoint holds (docs/design.md section
 // 7): a source of last resort.
 struct CheckpointFragment {
   int param_index = 0;

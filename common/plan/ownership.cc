@@ -1,4 +1,4 @@
-// MakeOwnership: every rank's pieces (DESIGN.md section 4) turned into
+// MakeOwnership: every rank's pieces (docs/design.md section 4) turned into
 // param-space ranges, tagged with their holder and bucket-relative offset.
 #include "common/plan/ownership.h"
 

@@ -3,7 +3,7 @@
 // parameter, derived from a Plan and its rank assignment. State is addressed
 // in param space (param index, element range of the flattened param), which
 // survives any change of world, instance count or bucket size and matches
-// the checkpoint fragments of DESIGN.md section 7.
+// the checkpoint fragments of docs/design.md section 7.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// MakePlan: option validation, the buffer and bucket layout of DESIGN.md
+// MakePlan: option validation, the buffer and bucket layout of docs/design.md
 // section 3, and the plan hash.
 #include "common/plan/plan.h"
 

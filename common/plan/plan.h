@@ -1,6 +1,6 @@
 // The ZeRO-1 plan: buffers, buckets and per-rank shard ownership, computed
 // by a pure, deterministic function of (model, layout options, world,
-// instances), exactly as DESIGN.md sections 3 and 4 define it.
+// instances), exactly as docs/design.md sections 3 and 4 define it.
 #pragma once
 
 #include <cstdint>
@@ -122,7 +122,7 @@ int64_t DefaultBucketSize(int max_world);
 // pad_for_high_nccl_busbw.
 int64_t BucketPadMultiple(int group_size, bool pad_for_high_nccl_busbw);
 
-// Groups (DESIGN.md section 2): the intra-instance group of `rank` (its D
+// Groups (docs/design.md section 2): the intra-instance group of `rank` (its D
 // ranks) and the inter-instance group (same shard_rank, every instance).
 std::vector<int> IntraInstanceGroup(const Plan& plan, int rank);
 std::vector<int> InterInstanceGroup(const Plan& plan, int rank);

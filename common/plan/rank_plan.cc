@@ -1,4 +1,4 @@
-// Per-rank ownership (DESIGN.md section 4): each rank's shard of every
+// Per-rank ownership (docs/design.md section 4): each rank's shard of every
 // bucket and the param pieces inside it, plus the rank groups of section 2.
 #include <algorithm>
 

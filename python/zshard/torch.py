@@ -2,7 +2,7 @@
 
 The spec lists the trainable parameters in registration order, as
 `named_parameters()` yields them, which is the order the planner lays the
-buffers out from (DESIGN.md section 3).
+buffers out from (docs/design.md section 3).
 """
 
 import torch

@@ -1,4 +1,4 @@
-// The coordinator's checkpoint book-keeping (DESIGN.md section 7): rank
+// The coordinator's checkpoint book-keeping (docs/design.md section 7): rank
 // files reported per step, the completeness rule (the files of ranks
 // 0..D-1 of the reporting epoch are in and their ranges cover every
 // element of every param) and the committed manifests, newest last.

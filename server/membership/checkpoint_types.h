@@ -1,5 +1,5 @@
 // Plain value types of committed checkpoints as the coordinator keeps them
-// (DESIGN.md section 7): rank files with their param-space ranges, and the
+// (docs/design.md section 7): rank files with their param-space ranges, and the
 // manifest. No proto here; common/checkpoint and the service adapters
 // convert to and from zshard.v1.CheckpointManifest.
 #pragma once

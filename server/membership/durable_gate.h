@@ -1,7 +1,7 @@
 // What a change makes visible (plan updates, heartbeat facts, events) is
 // shown only once the change's store writes are durable: a leader killed
 // between the two must not have told anyone of an epoch that its successor
-// never reads from the store (DESIGN.md section 11).
+// never reads from the store (docs/design.md section 11).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The two-phase epoch transition's records (DESIGN.md section 6): the
+// The two-phase epoch transition's records (docs/design.md section 6): the
 // committed and stable epochs, the proposal in flight with its PREPARED
 // acks, the last abandoned proposal, the ACTIVE acks and the commit-point
 // resolution, driven through TransitionPhase's table.

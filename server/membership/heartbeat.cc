@@ -1,7 +1,7 @@
 // Membership: the heartbeat path. Heartbeats and session checks take only
 // the lease book's lock and read the facts that every change publishes in
 // one step at its end, so they never wait for a proposal being planned,
-// moves, plan hashing or store writes (DESIGN.md section 6).
+// moves, plan hashing or store writes (docs/design.md section 6).
 #include <memory>
 #include <utility>
 

@@ -1,4 +1,4 @@
-// A job's checkpoints as the coordinator keeps them (DESIGN.md section 7):
+// A job's checkpoints as the coordinator keeps them (docs/design.md section 7):
 // the registry of reported files and committed manifests, the manifest
 // write, the counters for metrics, and the rollback source: whether the
 // next proposal restores every range from the newest checkpoint.

@@ -1,5 +1,5 @@
-// The heartbeat's side of the member table (DESIGN.md section 6): one lease
-// per member incarnation, renewed by heartbeats under the book's own lock
+// The heartbeat's side of the member table (docs/design.md section 6): one
+// lease per member incarnation, renewed by heartbeats under the book's own lock
 // (a hash lookup) and atomics, never under the membership's lock, so a
 // heartbeat never waits for planning, moves, hashing or store writes and
 // its cost does not grow with the world size.

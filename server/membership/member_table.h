@@ -1,4 +1,4 @@
-// The coordinator's members and their leases (DESIGN.md section 6): one
+// The coordinator's members and their leases (docs/design.md section 6): one
 // record per worker incarnation, the live incarnation of each name, join
 // validation, session tokens, heartbeats, lease expiry and suspect checks.
 #pragma once

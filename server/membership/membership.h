@@ -1,4 +1,4 @@
-// The coordinator's membership state machine (DESIGN.md section 6), as
+// The coordinator's membership state machine (docs/design.md section 6), as
 // one thread-safe facade that the service adapters call. It composes the
 // parts, each with its own contract: MemberTable (members, leases,
 // tokens), EpochTransition (proposal, PREPARED/COMMITTED/STABLE phases,

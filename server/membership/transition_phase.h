@@ -1,4 +1,4 @@
-// The life cycle of the coordinator's epoch transition (DESIGN.md section
+// The life cycle of the coordinator's epoch transition (docs/design.md section
 // 6) as one phase enum and one table of allowed steps between phases.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The world policy and rank assignment of DESIGN.md section 6, as pure
+// The world policy and rank assignment of docs/design.md section 6, as pure
 // functions: how many ranks a job runs with, in how many instances, and who
 // holds which rank, under the job's resize policy (world.resize).
 #pragma once

@@ -73,7 +73,7 @@ class PlanWatchReactor;
 // notifier pauses kFanOutPause (about 25,600 streams a second): at 16,384
 // watchers a burst of every write and every ack at once delayed heartbeat
 // answers by up to 2.6 s (gRPC's pollers serve both); paced, the p99 was
-// 7-92 ms in six runs (README, "Control plane at scale").
+// 7-92 ms in six runs (docs/benchmarks.md, "Control plane at scale").
 inline constexpr int kFanOutChunk = 256;
 inline constexpr absl::Duration kFanOutPause = absl::Milliseconds(10);
 

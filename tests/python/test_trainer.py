@@ -43,7 +43,7 @@ def job(steps=STEPS, trainer_timeout_ms=20000, bf16=False):
 
 
 def lr_at(step):
-    """The job's schedule (the README's formula)."""
+    """The job's schedule (the formula of docs/reference/job-spec.md)."""
     s = OPTIMIZER["lr_schedule"]
     lr, wu, dd, m = OPTIMIZER["lr"], s["warmup_steps"], s["decay_steps"], \
         s["min_lr"]

@@ -1,7 +1,7 @@
 // A change is shown (plan updates, heartbeat facts, events) only once its
 // store write is durable: a leader whose commit never reached the store
 // has told no worker of it, so its successor, reading the store, never
-// contradicts what workers saw (DESIGN.md section 11).
+// contradicts what workers saw (docs/design.md section 11).
 #include <string>
 
 #include "gtest/gtest.h"

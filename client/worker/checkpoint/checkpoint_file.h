@@ -1,4 +1,4 @@
-// One rank's checkpoint file (DESIGN.md section 7): the fp32 master, Adam
+// One rank's checkpoint file (docs/design.md section 7): the fp32 master, Adam
 // m and v of its owned windows, in param space (per param, element
 // ranges), with the step and Adam step, written bucket by bucket (no copy
 // of the state in memory) to a temporary name and renamed when complete.

@@ -1,4 +1,4 @@
-// EngineGroups: the group arithmetic of DESIGN.md sections 2 and 4 and the
+// EngineGroups: the group arithmetic of docs/design.md sections 2 and 4 and the
 // communicators joined for it.
 #include "client/worker/engine/engine_groups.h"
 

@@ -1,4 +1,4 @@
-// The communicator groups of one rank's step (DESIGN.md sections 2, 4 and
+// The communicator groups of one rank's step (docs/design.md sections 2, 4 and
 // 5) and which group each plan buffer's collectives run in:
 //
 // - intra: the D ranks of the instance. Dense buffers are reduce-scattered

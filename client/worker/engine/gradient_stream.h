@@ -1,6 +1,6 @@
 // GradientStream: one step's gradients handed from a workload that produces
 // them bucket by bucket (a trainer's backward pass: the last layers' buckets
-// complete first, DESIGN.md section 10) to the engine's reduce-scatter,
+// complete first, docs/design.md section 10) to the engine's reduce-scatter,
 // which runs on its own thread while the rest of backward goes on.
 //
 // The reduce-scatters run in the engine's window order on every rank, not

@@ -1,4 +1,4 @@
-// StepEngine: one rank's ZeRO-1 step (DESIGN.md section 5): reduce-scatter
+// StepEngine: one rank's ZeRO-1 step (docs/design.md section 5): reduce-scatter
 // of each bucket's grads in its shard group (the instance for dense
 // buffers, the expert shard group for expert ones: engine_groups.h),
 // all-reduce of the owned slices across instances, the commit point (one

@@ -1,4 +1,4 @@
-// The `synthetic` workload of DESIGN.md section 5, exactly: sample b's
+// The `synthetic` workload of docs/design.md section 5, exactly: sample b's
 // gradient for element i (index in the concatenation of every param in
 // registration order, unpadded) at 1-based step t is
 // 0.01 * sin(0.001*i + 0.37*t + 0.11*b); rank r of W sums the samples with

@@ -1,5 +1,5 @@
 // Workload: what produces a rank's gradients every step (the synthetic
-// formula of DESIGN.md section 5, a small regression model, or a fixed
+// formula of docs/design.md section 5, a small regression model, or a fixed
 // gradient for benchmarks), and the params a run starts from.
 #pragma once
 

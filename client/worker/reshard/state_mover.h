@@ -1,4 +1,4 @@
-// StateMover: executes one epoch's moves of optimizer state (DESIGN.md
+// StateMover: executes one epoch's moves of optimizer state (docs/design.md
 // section 6) on this worker: copies the ranges it keeps from its old
 // buffers into its new ones (device to device), sends the ranges it gives
 // away and receives the ranges it gets, in bounded chunks each verified by

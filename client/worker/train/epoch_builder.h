@@ -1,4 +1,4 @@
-// EpochBuilder: prepares one committed epoch for this worker (DESIGN.md
+// EpochBuilder: prepares one committed epoch for this worker (docs/design.md
 // section 6, protocol point 4): finishes a pending step when told, builds
 // the buffers of its new rank, moves optimizer state with the StateMover
 // (from its base-epoch state, from peers or from a checkpoint), and builds

@@ -1,4 +1,4 @@
-// After a step: the checkpoint of DESIGN.md section 7 on this rank. Every
+// After a step: the checkpoint of docs/design.md section 7 on this rank. Every
 // checkpoint.every_steps steps, a rank of instance 0 writes its owned
 // master, m and v in param space into the step's directory and reports the
 // file to the coordinator, which commits the manifest once every rank's

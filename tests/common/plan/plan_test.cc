@@ -1,4 +1,4 @@
-// Planner table cases: the worked example of DESIGN.md section 4, bucket
+// Planner table cases: the worked example of docs/design.md section 4, bucket
 // rules, buffer keys, expert groups, option validation, groups and hash.
 #include "common/plan/plan.h"
 

@@ -1,5 +1,5 @@
 // The engine's groups and buffers with expert params: the group arithmetic
-// of DESIGN.md sections 2 and 4 (worked by hand), its agreement with the
+// of docs/design.md sections 2 and 4 (worked by hand), its agreement with the
 // planner's ownership for every rank, the byte accounting against the
 // ledger's ZeRO-1 figures, each rank's expert params starting from its
 // expert-parallel rank's values, and the traffic count per shard group.

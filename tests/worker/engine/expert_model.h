@@ -1,4 +1,4 @@
-// Test support: a small model of dense and expert params (DESIGN.md
+// Test support: a small model of dense and expert params (docs/design.md
 // section 3: expert params get buffers of their own, sharded over the D / E
 // ranks of an expert shard group), its plan, and the reference optimizer
 // of the synthetic workload with expert_parallel E.

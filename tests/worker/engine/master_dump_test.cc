@@ -55,7 +55,8 @@ TEST_F(MasterDumpTest, WritesIndexAndRawFloatsOfTheWorkedExample) {
   ASSERT_TRUE(DumpMasters(**buffers, dir_).ok());
   const nlohmann::json index =
       nlohmann::json::parse(Read(dir_ + "/index-1.json"));
-  // DESIGN.md's worked example: rank 1 owns p2 [1216,2496) and p0 [32,384).
+  // The worked example of docs/design.md section 4: rank 1 owns p2
+  // [1216,2496) and p0 [32,384).
   ASSERT_EQ(index.size(), 2u);
   EXPECT_EQ(index[0]["param"], "layer.2");
   EXPECT_EQ(index[0]["param_start"], 1216);
