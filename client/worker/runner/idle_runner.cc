@@ -34,6 +34,25 @@ int64_t IdleRunner::Pause() {
   return step_;
 }
 
+void IdleRunner::OnProposed(int64_t, int64_t) {}
+
+EpochStart IdleRunner::OnEpochCommitted(const EpochInfo&) {
+  return EpochStart::kReady;
+}
+
+void IdleRunner::OnEpochStable(int64_t) {}
+
+PreparedState IdleRunner::prepared_state() const {
+  PreparedState state;
+  state.step = step();
+  state.adam_step = state.step;
+  return state;
+}
+
+void IdleRunner::Abort() {}
+
+absl::Status IdleRunner::failure() const { return absl::OkStatus(); }
+
 int64_t IdleRunner::step() const {
   absl::MutexLock lock(&mu_);
   return step_;

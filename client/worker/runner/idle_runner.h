@@ -31,6 +31,16 @@ class IdleRunner : public Runner {
   IdleRunner(const IdleRunner&) = delete;
   IdleRunner& operator=(const IdleRunner&) = delete;
 
+  // No state, no preparation: every epoch is ready at once, nothing to
+  // abort, no failure.
+  void OnProposed(int64_t epoch, int64_t base_epoch) override;
+  EpochStart OnEpochCommitted(const EpochInfo& epoch) override;
+  void OnEpochStable(int64_t epoch) override;
+  // step() with as many Adam updates, nothing pending.
+  PreparedState prepared_state() const override;
+  void Abort() override;
+  absl::Status failure() const override;
+
   // Starts stepping from `step` (the last completed step; the next step is
   // step + 1). Called when an epoch becomes ACTIVE.
   void Activate(int64_t step) override;

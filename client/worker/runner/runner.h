@@ -117,42 +117,32 @@ class Runner {
   // over), with the reason; must not block.
   using LeaveRequester = std::function<void(const std::string& why)>;
 
+  // What a runner calls back, given to it at construction (runners that
+  // never prepare, checkpoint, fail or leave take none). An empty one is
+  // not called.
+  struct Callbacks {
+    EpochReadyCallback ready;
+    CheckpointReporter report_checkpoint;
+    FailureReporter report_failure;
+    LeaveRequester leave;
+  };
+
   virtual ~Runner() = default;
 
-  // Installs the ready callback; call before the first epoch. Default:
-  // ignored (runners that are always ready at once).
-  virtual void SetEpochReadyCallback(EpochReadyCallback ready) { (void)ready; }
-  // Installs the checkpoint reporter. Default: ignored.
-  virtual void SetCheckpointReporter(CheckpointReporter report) {
-    (void)report;
-  }
-  // Installs the failure reporter. Default: ignored (runners that cannot
-  // fail this way).
-  virtual void SetFailureReporter(FailureReporter report) { (void)report; }
-  // Installs the leave requester. Default: ignored.
-  virtual void SetLeaveRequester(LeaveRequester leave) { (void)leave; }
-
   // Epoch `epoch` was proposed with base (stable) epoch `base_epoch`;
-  // called after Pause. Default: nothing.
-  virtual void OnProposed(int64_t epoch, int64_t base_epoch) {
-    (void)epoch;
-    (void)base_epoch;
-  }
+  // called after Pause.
+  virtual void OnProposed(int64_t epoch, int64_t base_epoch) = 0;
 
   // Told once when a new committed epoch is applied (not on replays of the
   // same epoch). kReady: the caller then calls Activate(resume_step) (a
   // rank) or Pause (no rank) and acks ACTIVE at once; kPending: the
   // runner prepares the epoch on its own thread and calls the ready
-  // callback when done (never, if the preparation fails). Default: kReady.
-  virtual EpochStart OnEpochCommitted(const EpochInfo& epoch) {
-    (void)epoch;
-    return EpochStart::kReady;
-  }
+  // callback when done (never, if the preparation fails).
+  virtual EpochStart OnEpochCommitted(const EpochInfo& epoch) = 0;
 
   // Every rank of committed epoch `epoch` is ready: the old state may go
-  // and ranks step. Default: nothing (the caller re-activates a rank that
-  // is not stepping).
-  virtual void OnEpochStable(int64_t epoch) { (void)epoch; }
+  // and ranks step (the caller re-activates a rank that is not stepping).
+  virtual void OnEpochStable(int64_t epoch) = 0;
 
   // Starts stepping from `step` (the last completed step).
   virtual void Activate(int64_t step) = 0;
@@ -160,17 +150,10 @@ class Runner {
   // job: the next boundary every rank agrees on); returns the last
   // completed step.
   virtual int64_t Pause() = 0;
-  // What to report in a PREPARED ack, after Pause. Default: step() with as
-  // many Adam updates, nothing pending.
-  virtual PreparedState prepared_state() const {
-    PreparedState state;
-    state.step = step();
-    state.adam_step = state.step;
-    return state;
-  }
-  // The coordinator asked to abort the epoch's collectives. Default:
-  // nothing (no collectives).
-  virtual void Abort() {}
+  // What to report in a PREPARED ack, after Pause.
+  virtual PreparedState prepared_state() const = 0;
+  // The coordinator asked to abort the epoch's collectives.
+  virtual void Abort() = 0;
 
   // Last completed step.
   virtual int64_t step() const = 0;
@@ -180,7 +163,7 @@ class Runner {
   virtual bool done() const = 0;
   // OK, or the error that stopped the runner for good (the worker then
   // leaves and exits 1).
-  virtual absl::Status failure() const { return absl::OkStatus(); }
+  virtual absl::Status failure() const = 0;
 };
 
 }  // namespace zshard::worker

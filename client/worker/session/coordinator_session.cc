@@ -204,7 +204,6 @@ absl::Status CoordinatorSession::Join() {
       // in progress needs mu_ (credentials, rendezvous store) to finish.
       if (runner_ != nullptr) runner_->Pause();
       absl::MutexLock lock(&mu_);
-      const bool created = runner_ == nullptr;
       if (runner_ == nullptr && config.kind == "idle") {
         IdleRunner::Options runner_options;
         runner_options.steps = config.steps;
@@ -217,6 +216,21 @@ absl::Status CoordinatorSession::Join() {
           absl::MutexLock credentials_lock(&mu_);
           return TelemetryStream::Credentials{worker_id_, token_};
         });
+        Runner::Callbacks callbacks;
+        callbacks.ready = [this](int64_t epoch) { OnEpochReady(epoch); };
+        callbacks.report_checkpoint =
+            [this](int64_t epoch, int64_t step, int64_t adam_step,
+                   const std::string& dir,
+                   const checkpoint::RankFileInfo& file) {
+              return ReportCheckpoint(epoch, step, adam_step, dir, file);
+            };
+        callbacks.report_failure = [this](const RunnerFailure& failure) {
+          ReportFailure(failure);
+        };
+        callbacks.leave = [this](const std::string& why) {
+          ZSHARD_LOG_WARN("leaving the job", {{"reason", why}});
+          Stop();
+        };
         runner_ = std::make_unique<TrainRunner>(
             options_.train, std::move(job),
             [this](int64_t epoch) -> std::unique_ptr<comm::KvStore> {
@@ -225,23 +239,8 @@ absl::Status CoordinatorSession::Join() {
             [stream = telemetry_.get()](int64_t epoch,
                                         const engine::StepTelemetry& t) {
               stream->Send(epoch, t);
-            });
-      }
-      if (created) {
-        runner_->SetEpochReadyCallback(
-            [this](int64_t epoch) { OnEpochReady(epoch); });
-        runner_->SetCheckpointReporter(
-            [this](int64_t epoch, int64_t step, int64_t adam_step,
-                   const std::string& dir,
-                   const checkpoint::RankFileInfo& file) {
-              return ReportCheckpoint(epoch, step, adam_step, dir, file);
-            });
-        runner_->SetFailureReporter(
-            [this](const RunnerFailure& failure) { ReportFailure(failure); });
-        runner_->SetLeaveRequester([this](const std::string& why) {
-          ZSHARD_LOG_WARN("leaving the job", {{"reason", why}});
-          Stop();
-        });
+            },
+            std::move(callbacks));
       }
       // A runner kept from an earlier incarnation was paused above,
       // outside mu_ (its thread may need mu_ for credentials).

@@ -14,11 +14,13 @@
 
 namespace zshard::worker {
 TrainRunner::TrainRunner(const Options& options, job::JobSpec job,
-                         StoreFactory new_store, TelemetrySink telemetry)
+                         StoreFactory new_store, TelemetrySink telemetry,
+                         Callbacks callbacks)
     : options_(options),
       job_(std::move(job)),
       new_store_(std::move(new_store)),
       telemetry_(std::move(telemetry)),
+      callbacks_(std::move(callbacks)),
       injected_failures_left_(options.inject_prepare_failures) {
   if (job_.workload.kind == job::WorkloadKind::kTrainer &&
       !options_.trainer_socket.empty()) {
@@ -27,11 +29,7 @@ TrainRunner::TrainRunner(const Options& options, job::JobSpec job,
     o.job_name = job_.name;
     o.model = job_.model;
     o.on_event = [this](const std::string& kind, const std::string& reason) {
-      FailureReporter report;
-      {
-        absl::MutexLock lock(&mu_);
-        report = report_failure_;
-      }
+      const FailureReporter& report = callbacks_.report_failure;
       if (!report) return;
       RunnerFailure event;
       event.kind = RunnerFailure::Kind::kEvent;
@@ -106,26 +104,6 @@ void TrainRunner::CancelTransitionLocked() {
   transition_abort_.store(true);
   if (mover_ != nullptr) mover_->Abort();
   if (creating_ != nullptr) creating_->Abort();
-}
-
-void TrainRunner::SetEpochReadyCallback(EpochReadyCallback ready) {
-  absl::MutexLock lock(&mu_);
-  ready_ = std::move(ready);
-}
-
-void TrainRunner::SetCheckpointReporter(CheckpointReporter report) {
-  absl::MutexLock lock(&mu_);
-  report_checkpoint_ = std::move(report);
-}
-
-void TrainRunner::SetFailureReporter(FailureReporter report) {
-  absl::MutexLock lock(&mu_);
-  report_failure_ = std::move(report);
-}
-
-void TrainRunner::SetLeaveRequester(LeaveRequester leave) {
-  absl::MutexLock lock(&mu_);
-  leave_ = std::move(leave);
 }
 
 bool TrainRunner::CanStepLocked() const {
@@ -341,15 +319,13 @@ void TrainRunner::Loop() {
     garbage.clear();  // outside the lock: engines close their connections
     if (commit.has_value()) {
       const int64_t ready = RunTransition(*commit);
-      EpochReadyCallback callback;
       {
         absl::MutexLock lock(&mu_);
         if (activity_ != TrainActivity::kShutdown) {
           SetActivityLocked(TrainActivity::kIdle);
         }
-        callback = ready_;
       }
-      if (ready > 0 && callback) callback(ready);
+      if (ready > 0 && callbacks_.ready) callbacks_.ready(ready);
       continue;
     }
     if (stepping != nullptr) {

@@ -66,16 +66,12 @@ class TrainRunner : public Runner {
 
   // `job`'s workload kind must be synthetic or regression.
   TrainRunner(const Options& options, job::JobSpec job, StoreFactory new_store,
-              TelemetrySink telemetry);
+              TelemetrySink telemetry, Callbacks callbacks);
   // Aborts what is in progress and stops the thread.
   ~TrainRunner() override;
   TrainRunner(const TrainRunner&) = delete;
   TrainRunner& operator=(const TrainRunner&) = delete;
 
-  void SetEpochReadyCallback(EpochReadyCallback ready) override;
-  void SetCheckpointReporter(CheckpointReporter report) override;
-  void SetFailureReporter(FailureReporter report) override;
-  void SetLeaveRequester(LeaveRequester leave) override;
   void OnProposed(int64_t epoch, int64_t base_epoch) override;
   EpochStart OnEpochCommitted(const EpochInfo& epoch) override;
   void OnEpochStable(int64_t epoch) override;
@@ -126,16 +122,13 @@ class TrainRunner : public Runner {
   const job::JobSpec job_;
   const StoreFactory new_store_;
   const TelemetrySink telemetry_;
+  const Callbacks callbacks_;
   // The trainer socket (jobs of the trainer workload with a socket path),
   // or why it could not be opened (reported at the first epoch).
   std::unique_ptr<trainer::TrainerHub> hub_;
   absl::Status hub_status_;
 
   mutable absl::Mutex mu_;
-  EpochReadyCallback ready_ ABSL_GUARDED_BY(mu_);
-  CheckpointReporter report_checkpoint_ ABSL_GUARDED_BY(mu_);
-  FailureReporter report_failure_ ABSL_GUARDED_BY(mu_);
-  LeaveRequester leave_ ABSL_GUARDED_BY(mu_);
   // The stable epoch's state (the engine that steps), and a committed
   // epoch prepared but not yet stable.
   std::unique_ptr<HeldEngine> base_ ABSL_GUARDED_BY(mu_);

@@ -84,12 +84,11 @@ int64_t TrainRunner::RunTransition(const EpochInfo& epoch) {
   }
   if (held.ok()) return 0;
   bool cancelled = false;
-  FailureReporter report;
   {
     absl::MutexLock lock(&mu_);
     cancelled = CancelledLocked();
-    report = report_failure_;
   }
+  const FailureReporter& report = callbacks_.report_failure;
   if (!cancelled && report) {
     // The coordinator decides what comes next (another source, an older
     // checkpoint, the job's end); a worker log alone would be silence.
@@ -123,13 +122,8 @@ void TrainRunner::RunStep(HeldEngine* held, bool stop) {
     // as on SIGTERM, handing the intact state over. Otherwise the
     // coordinator hears of the failure: when every member is alive, no
     // lease expires to start the next epoch.
-    LeaveRequester leave;
-    FailureReporter report;
-    {
-      absl::MutexLock lock(&mu_);
-      leave = leave_;
-      report = report_failure_;
-    }
+    const LeaveRequester& leave = callbacks_.leave;
+    const FailureReporter& report = callbacks_.report_failure;
     if (std::optional<std::string> why = held->workload->LeaveReason()) {
       if (leave) leave(*why);
     } else if (report) {
@@ -179,16 +173,10 @@ void TrainRunner::AfterStep(HeldEngine* held, const engine::StepTelemetry& t) {
     ZSHARD_LOG_INFO("step", fields);
   }
   if (IsCheckpointStep(job_.checkpoint, held->epoch.instance, step)) {
-    CheckpointReporter report;
-    FailureReporter failed;
-    {
-      absl::MutexLock lock(&mu_);
-      report = report_checkpoint_;
-      failed = report_failure_;
-    }
     // Logged and reported inside; a failed checkpoint never stops training.
-    (void)WriteStepCheckpoint(job_.checkpoint, held->epoch, engine, report,
-                              failed);
+    (void)WriteStepCheckpoint(job_.checkpoint, held->epoch, engine,
+                              callbacks_.report_checkpoint,
+                              callbacks_.report_failure);
   }
   if (!last) return;
   // The trainer's begin_step returns None from now on.

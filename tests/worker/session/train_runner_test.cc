@@ -103,18 +103,12 @@ class TrainRunnerTest : public ::testing::Test {
  protected:
   std::unique_ptr<TrainRunner> Make(const job::JobSpec& job,
                                     const TrainRunner::Options& options) {
-    auto workload = std::make_unique<TrainRunner>(
-        options, job,
-        [](int64_t) -> std::unique_ptr<comm::KvStore> { return nullptr; },
-        [this](int64_t epoch, const engine::StepTelemetry& t) {
-          absl::MutexLock lock(&mu_);
-          steps_.push_back({epoch, t.step});
-        });
-    workload->SetEpochReadyCallback([this](int64_t epoch) {
+    Runner::Callbacks callbacks;
+    callbacks.ready = [this](int64_t epoch) {
       absl::MutexLock lock(&mu_);
       ready_.push_back(epoch);
-    });
-    workload->SetCheckpointReporter(
+    };
+    callbacks.report_checkpoint =
         [this](int64_t epoch, int64_t step, int64_t adam_step,
                const std::string& dir, const checkpoint::RankFileInfo& file) {
           absl::MutexLock lock(&mu_);
@@ -122,11 +116,19 @@ class TrainRunnerTest : public ::testing::Test {
           EXPECT_EQ(adam_step, step);
           checkpoints_[step] = {dir, file};
           return absl::OkStatus();
-        });
-    workload->SetFailureReporter([this](const RunnerFailure& failure) {
+        };
+    callbacks.report_failure = [this](const RunnerFailure& failure) {
       absl::MutexLock lock(&mu_);
       failures_.push_back(failure);
-    });
+    };
+    auto workload = std::make_unique<TrainRunner>(
+        options, job,
+        [](int64_t) -> std::unique_ptr<comm::KvStore> { return nullptr; },
+        [this](int64_t epoch, const engine::StepTelemetry& t) {
+          absl::MutexLock lock(&mu_);
+          steps_.push_back({epoch, t.step});
+        },
+        std::move(callbacks));
     return workload;
   }
   bool Ready(int64_t epoch) {

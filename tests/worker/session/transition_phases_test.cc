@@ -36,6 +36,8 @@ class FakeRunner : public Runner {
     return step_;
   }
   PreparedState prepared_state() const override { return prepared; }
+  void Abort() override {}
+  absl::Status failure() const override { return absl::OkStatus(); }
   int64_t step() const override { return step_; }
   bool active() const override { return active_; }
   bool done() const override { return false; }
