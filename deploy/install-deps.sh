@@ -2,8 +2,9 @@
 # Installs every Debian 12 package that zshard's build, tests and benchmarks
 # need. Idempotent: packages already present are skipped. Run as root.
 # python3-torch is Debian's PyTorch (1.13): the Python package's tests, the
-# trainer workload and the benchmarks' baselines use it. etcd-server: the
-# etcd state store's tests start their own etcd.
+# trainer workload and the benchmarks' baselines use it. python3-pip: the
+# Python package's test installs it with `pip install ./python`, offline.
+# etcd-server: the etcd state store's tests start their own etcd.
 #   --with-baselines   accepted for compatibility; torch is always installed
 set -euo pipefail
 
@@ -12,7 +13,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgloo-dev libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libsqlite3-dev libcpp-httplib-dev libssl-dev
-  python3 python3-prometheus-client python3-torch
+  python3 python3-pip python3-prometheus-client python3-torch
   clang-14 libclang-rt-14-dev openssl procps tmux bsdutils
   etcd-server
   nodejs npm

@@ -1,10 +1,42 @@
 """zshard's Python side: train a PyTorch model through a zshard worker daemon.
 
-`zshard.torch.DistributedOptimizer` attaches a training loop to its worker
-daemon; `zshard.torch.model_spec` turns a model into the job spec's `model`
-object (`python -m zshard.spec MODULE:FUNCTION` prints it).
+`zshard.DistributedOptimizer` (zshard.optimizer) attaches a training loop to
+its worker daemon; `zshard.model_spec` (zshard.spec) turns a model into the
+job spec's `model` object (`python -m zshard.spec MODULE:FUNCTION` prints
+it). Both are also importable from zshard.torch, their first home.
+
+Importing zshard does not import torch: DistributedOptimizer and model_spec
+are loaded on first access, and model_spec imports torch when called.
 """
 
-from zshard._protocol import WorkerLost, ZshardError
+import importlib
+from typing import TYPE_CHECKING, Any, List
 
-__all__ = ["WorkerLost", "ZshardError"]
+from zshard.errors import WorkerLost, ZshardError
+from zshard.steps import StepInfo, StepResult
+
+if TYPE_CHECKING:
+    from zshard.optimizer import DistributedOptimizer
+    from zshard.spec import model_spec
+
+__all__ = ["DistributedOptimizer", "StepInfo", "StepResult", "WorkerLost",
+           "ZshardError", "model_spec"]
+
+# Loaded on first access: zshard.optimizer imports torch, and zshard.spec
+# must not be imported with the package, or `python -m zshard.spec` would
+# find it loaded already (runpy warns then).
+_LAZY = {"DistributedOptimizer": "zshard.optimizer",
+         "model_spec": "zshard.spec"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError("module 'zshard' has no attribute %r" % name)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_LAZY))

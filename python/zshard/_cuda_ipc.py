@@ -3,13 +3,20 @@
 allocation) opened with the CUDA runtime through ctypes, and wrapped as a
 torch tensor through __cuda_array_interface__, with no copy.
 
-Needs a CUDA build of torch and a GPU; imported only when a layout carries
-IPC handles (a daemon started with --device cuda[:N])."""
+Opening a buffer needs a CUDA build of torch and a GPU, and happens only
+when a layout carries IPC handles (a daemon started with --device
+cuda[:N]); importing this module loads neither torch nor the runtime."""
+
+from __future__ import annotations
 
 import ctypes
 import ctypes.util
+from typing import TYPE_CHECKING, Optional
 
-from zshard._protocol import ZshardError
+from zshard.errors import ZshardError
+
+if TYPE_CHECKING:
+    import torch
 
 _LAZY_ENABLE_PEER_ACCESS = 1  # cudaIpcMemLazyEnablePeerAccess
 
@@ -20,15 +27,19 @@ class _Handle(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_ubyte * 64)]
 
 
-def handle_from_bytes(raw):
-    """The cudaIpcMemHandle_t of the 64 bytes the daemon exported."""
+def handle_from_bytes(raw: bytes) -> _Handle:
+    """The cudaIpcMemHandle_t of the 64 bytes the daemon exported.
+
+    Raises:
+        ZshardError: `raw` is not 64 bytes long.
+    """
     if len(raw) != ctypes.sizeof(_Handle):
         raise ZshardError("a CUDA IPC handle has %d bytes, want %d" %
                           (len(raw), ctypes.sizeof(_Handle)))
     return _Handle.from_buffer_copy(raw)
 
 
-def _runtime():
+def _runtime() -> ctypes.CDLL:
     # The versioned names first: they find the runtime torch has loaded.
     names = ["libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
              ctypes.util.find_library("cudart"), "libcudart.so"]
@@ -55,7 +66,17 @@ class DeviceBuffer:
     `nbytes` bytes on cuda:`device`. close() unmaps it (tensors over it must
     be gone)."""
 
-    def __init__(self, handle_hex, device, nbytes):
+    tensor: Optional[torch.Tensor]
+    ptr: Optional[int]
+
+    def __init__(self, handle_hex: str, device: int, nbytes: int) -> None:
+        """Opens the allocation whose handle is `handle_hex` (the hex of
+        its 64 bytes) on cuda:`device`.
+
+        Raises:
+            ZshardError: this torch has no CUDA, the CUDA runtime cannot be
+                loaded, or the runtime refused the handle.
+        """
         import torch
         if not torch.cuda.is_available():
             raise ZshardError(
@@ -75,14 +96,15 @@ class DeviceBuffer:
             "data": (self.ptr, False), "version": 2}
         self.tensor = torch.as_tensor(self, device="cuda:%d" % device)
 
-    def _check(self, err, what):
+    def _check(self, err: int, what: str) -> None:
         if err != 0:
             # Cleared, or torch's next CUDA call would report it as its own.
             self._cuda.cudaGetLastError()
             raise ZshardError("%s failed: %s" % (
                 what, self._cuda.cudaGetErrorString(err).decode()))
 
-    def close(self):
+    def close(self) -> None:
+        """Unmaps the allocation; closing twice does nothing."""
         if self.ptr is not None:
             self.tensor = None
             self._cuda.cudaIpcCloseMemHandle(self.ptr)

@@ -2,29 +2,50 @@
 a 4-byte little-endian length, then a JSON object with a "type"; file
 descriptors ride with a frame's first byte (SCM_RIGHTS)."""
 
+from __future__ import annotations
+
 import json
 import os
 import socket
 import struct
 import time
+from typing import Any, Dict, Iterable, List, Tuple
+
+# The errors lived here first; they stay importable from here.
+from zshard.errors import WorkerLost, ZshardError
+
+__all__ = ["MAX_FDS", "MAX_FRAME_BYTES", "PROTOCOL_VERSION", "WorkerLost",
+           "ZshardError", "close_fds", "connect", "recv", "send"]
 
 PROTOCOL_VERSION = 2
 MAX_FRAME_BYTES = 16 << 20
 MAX_FDS = 16
 
-
-class WorkerLost(ConnectionError):
-    """The worker daemon went away (it died or closed the trainer socket)."""
+Message = Dict[str, Any]
 
 
-class ZshardError(RuntimeError):
-    """The daemon refused the trainer or broke the protocol; the message
-    says why."""
+def close_fds(fds: Iterable[int]) -> None:
+    """Closes every file descriptor in `fds`."""
+    for fd in fds:
+        os.close(fd)
 
 
-def connect(path, timeout):
+def connect(path: str, timeout: float) -> socket.socket:
     """Connects to the daemon's socket at `path`, waiting up to `timeout`
-    seconds for it to appear."""
+    seconds for it to appear.
+
+    Args:
+        path: the daemon's trainer socket.
+        timeout: seconds to wait for a daemon to listen there.
+
+    Returns:
+        The connected socket (blocking, no timeout).
+
+    Raises:
+        ZshardError: nothing listens on `path` after `timeout` seconds.
+        OSError: connecting failed for another reason (the socket is
+            closed first).
+    """
     deadline = time.monotonic() + timeout
     while True:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -38,10 +59,18 @@ def connect(path, timeout):
                     "no zshard worker daemon answers on %s after %.0f s (%s); "
                     "start zshard-worker with --trainer-socket %s" %
                     (path, timeout, e.strerror, path)) from None
-            time.sleep(0.05)
+        except BaseException:
+            sock.close()
+            raise
+        time.sleep(0.05)
 
 
-def send(sock, body):
+def send(sock: socket.socket, body: Message) -> None:
+    """Sends `body` as one frame.
+
+    Raises:
+        WorkerLost: the daemon has closed its end.
+    """
     data = json.dumps(body).encode()
     try:
         sock.sendall(struct.pack("<I", len(data)) + data)
@@ -50,7 +79,7 @@ def send(sock, body):
                          e.strerror) from None
 
 
-def _recv_exact(sock, n):
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
     chunks = []
     while n > 0:
         try:
@@ -65,21 +94,34 @@ def _recv_exact(sock, n):
     return b"".join(chunks)
 
 
-def recv(sock):
-    """One message: (body dict, list of fds). Raises WorkerLost on EOF."""
+def recv(sock: socket.socket) -> Tuple[Message, List[int]]:
+    """Receives one frame. When this raises, the fds that came with the
+    frame are closed.
+
+    Returns:
+        (body, fds): the frame's JSON object and the file descriptors that
+        came with it, which the caller owns.
+
+    Raises:
+        WorkerLost: the daemon closed its end (EOF).
+        ZshardError: a frame of 0 bytes or over MAX_FRAME_BYTES.
+        ValueError: the frame is not JSON.
+    """
     try:
         header, fds, _, _ = socket.recv_fds(sock, 4, MAX_FDS)
     except ConnectionResetError:
         header, fds = b"", []
-    if not header:
-        raise WorkerLost("the zshard worker daemon is gone (its socket "
-                         "closed)")
-    if len(header) < 4:
-        header += _recv_exact(sock, 4 - len(header))
-    (n,) = struct.unpack("<I", header)
-    if n == 0 or n > MAX_FRAME_BYTES:
-        for fd in fds:
-            os.close(fd)
-        raise ZshardError("the daemon sent a frame of %d bytes" % n)
-    body = json.loads(_recv_exact(sock, n))
+    try:
+        if not header:
+            raise WorkerLost("the zshard worker daemon is gone (its socket "
+                             "closed)")
+        if len(header) < 4:
+            header += _recv_exact(sock, 4 - len(header))
+        (n,) = struct.unpack("<I", header)
+        if n == 0 or n > MAX_FRAME_BYTES:
+            raise ZshardError("the daemon sent a frame of %d bytes" % n)
+        body = json.loads(_recv_exact(sock, n))
+    except BaseException:
+        close_fds(fds)
+        raise
     return body, fds

@@ -77,6 +77,8 @@ def main():
                         else:
                             with opt.no_sync():
                                 part.backward()
+                    except zshard.WorkerLost:
+                        raise  # a ZshardError too, but it ends the run
                     except zshard.ZshardError as e:
                         refused = str(e)
                         break
