@@ -1,8 +1,14 @@
 // The job spec: what a coordinator runs (model, layout, optimizer, world
 // bounds, leases, workload, checkpoints), parsed from JSON with one clear
 // InvalidArgument line per problem.
+//
+// The member initialisers below are the job spec's defaults, each written
+// once: the field table (job_spec_fields.h) reads them for the parser, the
+// serialiser and the generated docs (docs/reference/job-spec.md), and holds
+// each field's range and one-line doc.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -15,14 +21,14 @@
 
 namespace zshard::job {
 
-// Adam hyperparameters; defaults as in the job spec format.
+// Adam hyperparameters.
 struct OptimizerSpec {
-  double lr = 0.001;            // > 0
-  double beta1 = 0.9;           // [0, 1)
-  double beta2 = 0.999;         // [0, 1)
-  double eps = 1e-8;            // > 0
-  double weight_decay = 0.0;    // >= 0 (decoupled, AdamW)
-  double clip_grad_norm = 0.0;  // >= 0; 0 disables clipping
+  double lr = 0.001;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;    // decoupled, AdamW
+  double clip_grad_norm = 0.0;  // 0 disables clipping
   // The rate of each training step (LearningRate). Default constant lr.
   LrSchedule lr_schedule;
 };
@@ -43,13 +49,17 @@ enum class ResizePolicy {
 // "keep_d", "keep_i".
 const char* ResizePolicyName(ResizePolicy policy);
 
+// The policy named `name` (as ResizePolicyName writes it); InvalidArgument
+// naming world.resize otherwise.
+absl::StatusOr<ResizePolicy> ParseResizePolicy(absl::string_view name);
+
 // World bounds and the resize policy: the world is the largest W in
 // [min, min(healthy members, max)] that is a multiple of `instances`
 // (keep_i) or of D = max / instances (keep_d).
 struct WorldSpec {
-  int instances = 2;  // >= 1, divides max
-  int min = 2;        // >= 1
-  int max = 4;        // >= min
+  int instances = 2;  // divides max
+  int min = 2;
+  int max = 4;  // >= min
   // ParseJobSpec's default is keep_d when instances >= 2 and keep_i when
   // instances == 1; a WorldSpec made in code is keep_i unless set.
   ResizePolicy resize = ResizePolicy::kKeepI;
@@ -74,14 +84,14 @@ const char* WorkloadKindName(WorkloadKind kind);
 
 struct WorkloadSpec {
   WorkloadKind kind = WorkloadKind::kIdle;
-  int64_t steps = 0;            // 0: run until stopped
-  int64_t global_batch = 64;    // >= 1
-  int64_t step_delay_ms = 100;  // idle workload: time per step
+  int64_t steps = 0;  // 0: run until stopped
+  int64_t global_batch = 64;
+  int64_t step_delay_ms = 100;  // the built-in workloads' pause per step
   // trainer workload: how long a daemon waits for its trainer process (to
   // attach, to come back after it died, to finish a backward pass) before
-  // it hands its state over and leaves. [1000, 86400000]. Keep it below the
-  // workers' collective timeout (30 s): peers wait in the step's first
-  // collective meanwhile.
+  // it hands its state over and leaves. Keep it below the workers'
+  // collective timeout (30 s): peers wait in the step's first collective
+  // meanwhile.
   int64_t trainer_timeout_ms = 20000;
 };
 
@@ -90,8 +100,22 @@ struct CheckpointSpec {
   int64_t every_steps = 0;  // 0: never; > 0 requires dir
 };
 
+// A job that does not set transition_timeout_ms waits this many leases.
+constexpr int64_t kDefaultTransitionTimeoutLeases = 4;
+// A job that does not set transition_settle_ms settles for this long, or
+// half a lease when that is shorter.
+constexpr int64_t kDefaultTransitionSettleMs = 300;
+
+constexpr int64_t DefaultTransitionTimeoutMs(int64_t lease_timeout_ms) {
+  return kDefaultTransitionTimeoutLeases * lease_timeout_ms;
+}
+
+constexpr int64_t DefaultTransitionSettleMs(int64_t lease_timeout_ms) {
+  return std::min(kDefaultTransitionSettleMs, lease_timeout_ms / 2);
+}
+
 struct JobSpec {
-  std::string name;          // 1..128 of [A-Za-z0-9._-]
+  std::string name;          // of [A-Za-z0-9._-]
   std::string model_preset;  // the preset name, or empty for inline params
   plan::ModelSpec model;     // resolved (preset or inline)
   // bucket_size 0 (the default) means max(40,000,000, 1,000,000 * max
@@ -99,20 +123,20 @@ struct JobSpec {
   plan::LayoutOptions layout;
   OptimizerSpec optimizer;
   WorldSpec world;
-  int64_t lease_timeout_ms = 5000;       // [100, 3600000]
-  int64_t heartbeat_interval_ms = 1000;  // [10, lease_timeout_ms)
+  int64_t lease_timeout_ms = 5000;
+  int64_t heartbeat_interval_ms = 1000;  // below lease_timeout_ms
   // A transition phase (PREPARED acks of a proposal, ACTIVE acks of a
   // committed epoch) waiting longer than this is given up with an event
-  // naming who did not answer, and the coordinator proposes again.
-  // [lease_timeout_ms, 86400000]; absent: 4 leases.
-  int64_t transition_timeout_ms = 20000;
+  // naming who did not answer, and the coordinator proposes again. At least
+  // one lease.
+  int64_t transition_timeout_ms = DefaultTransitionTimeoutMs(lease_timeout_ms);
   // Membership changes (joins, leaves, deaths, drains) that arrive within
   // this long of each other are gathered into one proposal: the coordinator
   // proposes once no change came for this long, or 10 times this long after
   // the first change still waiting, whichever is first; a change that
   // alters the world of a proposal in flight supersedes it. 0: propose at
-  // each change. [0, lease_timeout_ms / 2]; absent: min(300, lease / 2).
-  int64_t transition_settle_ms = 300;
+  // each change. At most half a lease.
+  int64_t transition_settle_ms = DefaultTransitionSettleMs(lease_timeout_ms);
   WorkloadSpec workload;
   CheckpointSpec checkpoint;
 };

@@ -24,6 +24,10 @@ class JsonFields {
   bool Has(const std::string& key) const;
   // The dotted name of `key` ("world.max").
   std::string Name(const std::string& key) const;
+  // The object's own dotted name ("" for the job spec itself).
+  const std::string& path() const { return path_; }
+  // Whether a getter has asked for `key` (present or not).
+  bool Asked(const std::string& key) const { return seen_.count(key) != 0; }
 
   // Each getter returns `fallback` when the key is absent and
   // InvalidArgument when it is present with the wrong type or range.

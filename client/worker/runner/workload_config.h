@@ -7,16 +7,18 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/job/job_spec.h"
 
 namespace zshard::worker {
 
+// Absent fields take the job spec's defaults (common/job/job_spec.h).
 struct WorkloadConfig {
-  // "idle" (default), "synthetic" or "regression" (the training path).
-  std::string kind = "idle";
-  // Steps until the job is done; 0 (default) runs until stopped.
-  int64_t steps = 0;
-  // Delay between idle steps. Default 100 ms.
-  int64_t step_delay_ms = 100;
+  // "idle", "synthetic" or "regression" (the training path).
+  std::string kind = job::WorkloadKindName(job::WorkloadSpec().kind);
+  // Steps until the job is done; 0 runs until stopped.
+  int64_t steps = job::WorkloadSpec().steps;
+  // Delay between idle steps.
+  int64_t step_delay_ms = job::WorkloadSpec().step_delay_ms;
 };
 
 // Reads `workload` from the job spec JSON; absent fields keep their

@@ -25,7 +25,9 @@ class TrainerWorkload final : public engine::Workload {
     int rank = 0;
     int64_t global_batch = 1;
     job::OptimizerSpec optimizer;  // for each step's rate
-    int64_t trainer_timeout_ms = 60000;
+    // The job spec's default unless set (MakeTrainerWorkload sets the
+    // job's).
+    int64_t trainer_timeout_ms = job::WorkloadSpec().trainer_timeout_ms;
     // Initial params, fp32, flattened in registration order; empty: zeros
     // (an epoch that takes its state from moves or a checkpoint).
     std::vector<float> initial;
