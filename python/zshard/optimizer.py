@@ -54,6 +54,26 @@ def _element_size(dtype: torch.dtype) -> int:
     return torch.tensor([], dtype=dtype).element_size()
 
 
+def _expect(sock: _socket.socket, want: str, answering: str,
+            refused: str) -> Dict[str, Any]:
+    """The daemon's next message, which must be of type `want` (the answer
+    to `answering`); fds that came with it are closed.
+
+    Raises:
+        ZshardError: the daemon sent an error (its message, else
+            `refused`) or a message of another type.
+        WorkerLost: the daemon closed the socket.
+    """
+    body, fds = _protocol.recv(sock)
+    close_fds(fds)
+    if body.get("type") == "error":
+        raise ZshardError(body.get("message", refused))
+    if body.get("type") != want:
+        raise ZshardError("the daemon answered %r to %s" %
+                          (body.get("type"), answering))
+    return body
+
+
 def _attach(path: str, timeout: float, job: Optional[str],
             spec: Dict[str, Any]) -> Tuple[_socket.socket, Dict[str, Any]]:
     """Connects to the daemon at `path` and says hello with `spec`; the
@@ -72,13 +92,7 @@ def _attach(path: str, timeout: float, job: Optional[str],
         _protocol.send(sock, {
             "type": "hello", "version": _protocol.PROTOCOL_VERSION,
             "pid": os.getpid(), "job": job, "model": spec})
-        body, fds = _protocol.recv(sock)
-        close_fds(fds)
-        if body.get("type") == "error":
-            raise ZshardError(body.get("message", "refused by the daemon"))
-        if body.get("type") != "welcome":
-            raise ZshardError("the daemon answered %r to hello" %
-                              body.get("type"))
+        body = _expect(sock, "welcome", "hello", "refused by the daemon")
     except BaseException:
         sock.close()
         raise
@@ -249,13 +263,7 @@ class DistributedOptimizer:
             torch.cuda.synchronize(self._cuda)
         self._send({"type": "backward_done", "step": self._info.step,
                     "loss": loss})
-        body, fds = _protocol.recv(sock)
-        close_fds(fds)
-        if body.get("type") == "error":
-            raise ZshardError(body.get("message", "error"))
-        if body.get("type") != "result":
-            raise ZshardError("the daemon answered %r to a step" %
-                              body.get("type"))
+        body = _expect(sock, "result", "a step", "error")
         self._info = None
         return StepResult(body["step"], body["applied"], body["grad_norm"],
                           body.get("loss"), body.get("failed", False))
