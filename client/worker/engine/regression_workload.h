@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "client/worker/engine/workload.h"
+#include "common/job/job_spec.h"
 #include "common/job/workload_model.h"
 #include "common/plan/model_spec.h"
 
@@ -21,10 +22,11 @@ class RegressionWorkload final : public Workload {
  public:
   struct Options {
     MlpShape shape;
-    int64_t global_batch = 64;  // B >= 1
-    int world = 1;              // W >= 1
-    int rank = 0;               // in [0, W)
-    uint64_t seed = 1;          // data, teacher and initial params
+    // B >= 1 (the job spec's default).
+    int64_t global_batch = job::WorkloadSpec().global_batch;
+    int world = 1;      // W >= 1
+    int rank = 0;       // in [0, W)
+    uint64_t seed = 1;  // data, teacher and initial params
   };
 
   explicit RegressionWorkload(const Options& options);

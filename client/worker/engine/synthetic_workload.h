@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "client/worker/engine/workload.h"
+#include "common/job/job_spec.h"
 #include "common/plan/model_spec.h"
 
 namespace zshard::engine {
@@ -35,10 +36,11 @@ namespace zshard::engine {
 class SyntheticWorkload final : public Workload {
  public:
   struct Options {
-    int64_t global_batch = 64;  // B >= 1
-    int world = 1;              // W >= 1
-    int rank = 0;               // in [0, W)
-    int expert_parallel = 1;    // E >= 1, divides W
+    // B >= 1 (the job spec's default).
+    int64_t global_batch = job::WorkloadSpec().global_batch;
+    int world = 1;            // W >= 1
+    int rank = 0;             // in [0, W)
+    int expert_parallel = 1;  // E >= 1, divides W
   };
 
   SyntheticWorkload(const plan::ModelSpec& model, const Options& options);

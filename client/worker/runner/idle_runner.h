@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "client/worker/runner/runner.h"
+#include "common/job/job_spec.h"
 
 namespace zshard::worker {
 
@@ -18,8 +19,9 @@ namespace zshard::worker {
 class IdleRunner : public Runner {
  public:
   struct Options {
-    // Time between steps. Default 100 ms; 0 steps as fast as possible.
-    int64_t step_delay_ms = 100;
+    // Time between steps (the job spec's default); 0 steps as fast as
+    // possible.
+    int64_t step_delay_ms = job::WorkloadSpec().step_delay_ms;
     // Steps after which the runner is done; 0 (default) runs until
     // stopped.
     int64_t steps = 0;
