@@ -419,9 +419,9 @@ sys.exit(0) if torch.cuda.is_available() else print("torch", torch.__version__, 
   fi
   # The demo's text, or any text where Debian's base-files is missing.
   [[ -f $text ]] || text=$root/README.md
-  for device in cuda:0 cpu; do
-    mkdir -p "$dir/$device"
-    python3 - "$root/deploy/demo/job.json" "$dir/$device/job.json" "$steps" <<'PY'
+  # The demo's job at world 1, shorter; the same for both devices.
+  mkdir -p "$dir"
+  python3 - "$root/deploy/demo/job.json" "$dir/job.json" "$steps" <<'PY'
 import json, sys
 job = json.load(open(sys.argv[1]))
 job["name"] = "gpu-check-trainer"
@@ -429,6 +429,9 @@ job["world"] = {"instances": 1, "min": 1, "max": 1}
 job["workload"]["steps"] = int(sys.argv[3])
 json.dump(job, open(sys.argv[2], "w"))
 PY
+  for device in cuda:0 cpu; do
+    mkdir -p "$dir/$device"
+    cp "$dir/job.json" "$dir/$device/job.json"
     trainer_job "$dir/$device" "$device" "$text"
     if [[ -n $failed ]]; then
       report FAIL trainer "$failed"
