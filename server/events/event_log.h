@@ -10,7 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/membership/types.h"
+#include "server/state/types.h"
 
 namespace zshard::server {
 

@@ -54,7 +54,7 @@ absl::StatusOr<bool> Membership::ReportCheckpoint(
     FlushLocked();
     return written;
   }
-  batch_.AddCheckpoint(c);
+  publisher_.batch().AddCheckpoint(c);
   EventLocked("checkpoint",
               absl::StrCat("step ", c.step, ": ", c.files.size(), " files, ",
                            c.bytes, " bytes in ", c.dir));

@@ -13,47 +13,26 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "server/membership/membership.h"
-#include "server/membership/world_policy.h"
+#include "server/membership/transition/world_policy.h"
 
 namespace zshard::server {
 void Membership::ChangeLocked(std::string reason) {
-  change_reason_ = std::move(reason);
-  last_change_ms_ = clock_->NowMs();
-  if (settle_since_ms_ < 0) settle_since_ms_ = last_change_ms_;
-  ++settle_changes_;
+  settle_.Change(std::move(reason), clock_->NowMs());
 }
 
 bool Membership::SettlingLocked() const {
-  const int64_t settle = spec_.transition_settle_ms;
-  if (settle <= 0 || settle_since_ms_ < 0) return false;
-  const int64_t now = clock_->NowMs();
   const int64_t windows = transition_.committed().epoch > 0
                               ? kMaxSettleWindows
                               : kMaxFormingSettleWindows;
-  return now - last_change_ms_ < settle &&
-         now - settle_since_ms_ < windows * settle;
+  return settle_.Settling(clock_->NowMs(), spec_.transition_settle_ms, windows);
 }
 
 int Membership::TargetWorldLocked(int* healthy) {
   int n = 0;
   for (const auto& [id, m] : members_.all()) n += HealthyLocked(m);
   *healthy = n;
-  int w = ChooseWorld(n, spec_.world, target_world_);
-  // Worlds the plan cannot be made for (e.g. expert_parallel not dividing
-  // D) are skipped downwards.
-  while (w > 0 && plans_.Hash(w).empty()) {
-    w -= job::WorldStep(spec_.world);
-    if (w < spec_.world.min) w = 0;
-  }
-  return w;
-}
-
-std::string Membership::ProposalReasonLocked() const {
-  if (gathered_ <= 1) return change_reason_;
-  return absl::StrCat(change_reason_, " (with ", gathered_ - 1,
-                      " more changes gathered into this proposal)");
+  return world_.Choose(n);
 }
 
 }  // namespace zshard::server

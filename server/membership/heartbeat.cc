@@ -11,20 +11,16 @@
 
 namespace zshard::server {
 
-std::shared_ptr<const Membership::HeartbeatFacts> Membership::Facts() const {
-  return std::atomic_load(&facts_);
-}
-
-void Membership::PublishFactsLocked() {
+void Membership::StageFactsLocked() {
   HeartbeatFacts f;
   const EpochPlan& committed = transition_.committed();
   f.committed_epoch = committed.epoch;
   f.pending_epoch = transition_.pending_epoch();
   f.next_epoch = transition_.next_epoch();
-  f.failed = failed_;
-  f.finished = finished_;
-  f.committed_broken = committed_broken_;
-  f.failure_reason = failure_reason_;
+  f.failed = job_.failed();
+  f.finished = job_.finished();
+  f.committed_broken = health_.committed_broken;
+  f.failure_reason = job_.failure_reason();
   // A draining member is told to go once it holds no rank any more.
   for (const std::string& id : members_.draining()) {
     const Member* m = members_.Find(id);
@@ -34,8 +30,7 @@ void Membership::PublishFactsLocked() {
                        transition_.RankInCommitted(id) >= 0;
     m->lease->drain_now.store(!holds);
   }
-  absl::MutexLock lock(&shown_mu_);
-  facts_gate_.Stage(std::move(f));
+  publisher_.StageFacts(std::move(f));
 }
 
 absl::StatusOr<std::shared_ptr<MemberLease>> Membership::LiveLease(
@@ -63,7 +58,7 @@ absl::StatusOr<HeartbeatReply> Membership::Heartbeat(
   }
   ZSHARD_ASSIGN_OR_RETURN(std::shared_ptr<MemberLease> lease,
                           LiveLease(worker_id, token));
-  std::shared_ptr<const HeartbeatFacts> facts = Facts();
+  std::shared_ptr<const HeartbeatFacts> facts = publisher_.Facts();
   if (epoch >= facts->next_epoch) {
     return absl::FailedPreconditionError(
         absl::StrCat("epoch ", epoch, " was never proposed"));
@@ -77,7 +72,7 @@ absl::StatusOr<HeartbeatReply> Membership::Heartbeat(
       CheckFinishedLocked();
       FlushLocked();
     }
-    facts = Facts();
+    facts = publisher_.Facts();
   }
   HeartbeatReply reply;
   reply.epoch = facts->committed_epoch;

@@ -9,7 +9,7 @@
 #include "common/logging.h"
 #include "common/plan/plan.h"
 #include "common/status.h"
-#include "server/membership/world_policy.h"
+#include "server/membership/transition/world_policy.h"
 
 namespace zshard::server {
 namespace {
@@ -42,17 +42,19 @@ Membership::Membership(job::JobSpec spec, Clock* clock, StateStore* store,
                        MembershipOptions options)
     : spec_(std::move(spec)),
       clock_(clock),
-      store_(store),
       options_(options),
       members_(LeasePolicyOf(spec_, options)),
       leases_(members_.leases()),
+      world_(&spec_),
       checkpoints_(&spec_, options.write_manifest),
       history_(options.history_size),
-      plans_(&spec_),
-      batch_(store),
-      writer_(store, [this](int64_t durable) { OnDurable(durable); }),
-      updates_(options.update_log_size),
-      events_(EventLogOptions{options.event_log_size}) {}
+      publisher_(
+          store,
+          PublisherOptions{options.update_log_size, options.event_log_size},
+          [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            // Called by the publisher within a change, under mu_.
+            StageFactsLocked();
+          }) {}
 
 absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
     job::JobSpec spec, Clock* clock, StateStore* store,
@@ -66,7 +68,7 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
   std::unique_ptr<Membership> m(
       new Membership(std::move(spec), clock, store, options));
   absl::MutexLock lock(&m->mu_);
-  m->plans_.Put(m->spec_.world.max, *std::move(max_plan));
+  m->world_.plans().Put(m->spec_.world.max, *std::move(max_plan));
   StoredState state;
   if (store != nullptr) {
     ZSHARD_ASSIGN_OR_RETURN(state, store->Load());
@@ -86,8 +88,7 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
         store->SaveJob(m->spec_.name, job::JobSpecToJson(m->spec_)));
     ZSHARD_ASSIGN_OR_RETURN(std::vector<Event> recent,
                             store->RecentEvents(options.event_log_size));
-    for (Event& e : recent) m->events_.Append(std::move(e));
-    m->last_event_seq_ = m->events_.last_seq();
+    m->publisher_.RestoreEvents(std::move(recent));
     ZSHARD_RETURN_IF_ERROR(m->RestoreLocked(state));
   }
   if (m->options_.restore.has_value()) {
@@ -95,7 +96,7 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
     c.job = m->spec_.name;
     m->checkpoints_.Commit(c);
     m->checkpoints_.set_restore_next(true);
-    m->batch_.AddCheckpoint(c);
+    m->publisher_.batch().AddCheckpoint(c);
     m->SaveMetaLocked();
     m->EventLocked(
         "restore",
@@ -104,11 +105,11 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
                      ", instances ", c.instances, ")"));
   }
   // A phase restored from the store gets a whole timeout from now.
-  m->phase_since_ms_ = clock->NowMs();
-  m->last_tick_ms_ = m->phase_since_ms_;
+  m->health_.phase_since_ms = clock->NowMs();
+  m->members_.TickAfterPause(m->health_.phase_since_ms, 0);
   m->ReconcileLocked();
   m->FlushLocked();
-  m->writer_.WaitApplied(m->last_ticket_);
+  m->publisher_.WaitApplied(m->publisher_.last_ticket());
   return m;
 }
 
@@ -119,17 +120,19 @@ absl::Status Membership::RestoreLocked(const StoredState& state) {
   };
   int64_t next_epoch = meta("next_epoch", 1);
   members_.set_next_join_seq(meta("next_join_seq", 1));
-  target_world_ = static_cast<int>(meta("target_world", 0));
-  finished_ = meta("finished", 0) != 0;
-  failed_ = meta("failed", 0) != 0;
+  world_.set_target(static_cast<int>(meta("target_world", 0)));
+  const bool failed = meta("failed", 0) != 0;
   checkpoints_.set_restore_next(meta("restore_next", 0) != 0);
-  if (failed_) {
-    failure_reason_ = "the job failed before the coordinator restarted";
-    for (const Event& e :
-         events_.After(0, std::max(1, options_.event_log_size)).events) {
-      if (e.kind == "lost" || e.kind == "failed") failure_reason_ = e.reason;
+  std::string failure_reason;
+  if (failed) {
+    failure_reason = "the job failed before the coordinator restarted";
+    for (const Event& e : publisher_.events()
+                              ->After(0, std::max(1, options_.event_log_size))
+                              .events) {
+      if (e.kind == "lost" || e.kind == "failed") failure_reason = e.reason;
     }
   }
+  job_.Restore(meta("finished", 0) != 0, failed, std::move(failure_reason));
   for (const CheckpointRecord& c : state.checkpoints) checkpoints_.Commit(c);
   for (const StoredEpoch& e : state.history) {
     history_.Record(e.plan, OutcomeOf(e.status));
@@ -156,13 +159,13 @@ absl::Status Membership::RestoreLocked(const StoredState& state) {
         e.plan.epoch > transition_.committed().epoch) {
       EpochPlan p = e.plan;
       p.reason = "coordinator restarted during the transition";
-      batch_.SaveEpoch(p, EpochStatus::kAbandoned, false);
+      publisher_.batch().SaveEpoch(p, EpochStatus::kAbandoned, false);
       PublishLocked(PlanPhase::kAbandoned, p);
       transition_.RestoreAbandoned(p);
       EventLocked("abandon", absl::StrCat("epoch ", p.epoch, ": ", p.reason));
     }
   }
-  updates_.Snapshot(transition_);
+  publisher_.Snapshot(transition_);
   if (!state.job_name.empty()) {
     EventLocked("restart", absl::StrCat("restored ", members_.all().size(),
                                         " members at epoch ",
@@ -185,9 +188,9 @@ absl::StatusOr<JoinReply> Membership::Join(const JoinArgs& args) {
   }
   const Member& m = members_.Add(args, clock_->NowMs());
   JoinReply reply{m.worker_id, m.token, transition_.committed().epoch};
-  batch_.Dirty(m.worker_id);
+  publisher_.batch().Dirty(m.worker_id);
   ChangeLocked(absl::StrCat("member ", m.name, " joined"));
-  EventLocked("join", absl::StrCat(change_reason_, " as ", m.worker_id));
+  EventLocked("join", absl::StrCat(settle_.reason(), " as ", m.worker_id));
   SaveMetaLocked();
   ReconcileLocked();
   ForgetGoneLocked();
@@ -252,7 +255,7 @@ absl::StatusOr<bool> Membership::Leave(const std::string& worker_id,
   ZSHARD_ASSIGN_OR_RETURN(Member * m, members_.Session(worker_id, token));
   const std::string why =
       reason.empty() ? "left" : MemberTable::ClipReason(reason);
-  if (HoldsState() && !finished_ && !failed_ &&
+  if (HoldsState() && job_.running() &&
       transition_.RankInStable(m->worker_id) >= 0) {
     // It holds state of the stable epoch: hand it over first.
     if (m->state != MemberState::kDraining) {
@@ -290,11 +293,11 @@ void Membership::DrainLocked(Member& m, const std::string& reason,
                              const std::string& change,
                              const std::string& event) {
   members_.MarkDraining(m, reason);
-  batch_.Dirty(m.worker_id);
+  publisher_.batch().Dirty(m.worker_id);
   ChangeLocked(change);
   EventLocked("drain", event);
   if (transition_.RankInProposal(m.worker_id) >= 0) {
-    AbandonLocked(change_reason_);
+    AbandonLocked(settle_.reason());
   }
   ReconcileLocked();
   FlushLocked();
@@ -310,9 +313,9 @@ absl::StatusOr<int> Membership::SetTargetWorld(int world) {
         w.min, ", ", w.max, "] (", job::ResizePolicyName(w.resize), ")"));
   }
   Change lock(this);
-  target_world_ = world;
+  world_.set_target(world);
   ChangeLocked(absl::StrCat("target world set to ", world));
-  EventLocked("target", change_reason_);
+  EventLocked("target", settle_.reason());
   SaveMetaLocked();
   ReconcileLocked();
   FlushLocked();
@@ -320,17 +323,16 @@ absl::StatusOr<int> Membership::SetTargetWorld(int world) {
 }
 
 void Membership::Tick() {
-  writer_.Retry();  // what a failed store write left queued
+  publisher_.Retry();  // what a failed store write left queued
   Change lock(this);
   const int64_t now = clock_->NowMs();
-  if (options_.pause_grace_gap_ms > 0 && last_tick_ms_ >= 0 &&
-      now - last_tick_ms_ > options_.pause_grace_gap_ms) {
-    members_.RearmLeases(now);
+  if (const int64_t gap =
+          members_.TickAfterPause(now, options_.pause_grace_gap_ms);
+      gap > 0) {
     EventLocked("pause",
-                absl::StrCat("no tick for ", now - last_tick_ms_,
+                absl::StrCat("no tick for ", gap,
                              " ms: every live member gets one lease of grace"));
   }
-  last_tick_ms_ = now;
   for (const Expiry& e : members_.Expired(now)) {
     ChangeLocked(e.change);
     GoneLocked(*members_.Find(e.worker_id), MemberState::kDead, e.reason);
@@ -345,7 +347,7 @@ void Membership::Tick() {
 void Membership::GoneLocked(Member& m, MemberState state,
                             const std::string& reason) {
   if (!members_.MarkGone(m, state, reason)) return;
-  batch_.Dirty(m.worker_id);
+  publisher_.batch().Dirty(m.worker_id);
   EventLocked(state == MemberState::kDead ? "dead" : "leave",
               absl::StrCat("member ", m.name, ": ", reason));
   // The proposal needs it as a rank or as a source of moves.
@@ -368,7 +370,7 @@ void Membership::ForgetGoneLocked() {
   };
   for (const std::string& id :
        members_.Forget(options_.max_gone_members, pinned)) {
-    batch_.Forget(id);
+    publisher_.batch().Forget(id);
   }
 }
 

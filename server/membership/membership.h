@@ -1,13 +1,15 @@
 // The coordinator's membership state machine (docs/design.md section 6), as
 // one thread-safe facade that the service adapters call. It composes the
-// parts, each with its own contract: MemberTable (members, leases,
-// tokens), EpochTransition (proposal, PREPARED/COMMITTED/STABLE phases,
-// commit point), JobCheckpoints (manifests, registry, rollback source),
-// PlanUpdateLog (the WatchPlan stream), ReshardHistory, WorldPlans and
-// StoreBatch; this file's class decides when one part acts on another (a
-// dead member abandons a proposal, a commit ranks the members...). No gRPC
-// inside; time comes from an injected Clock, durability from an optional
-// StateStore.
+// parts, each with its own contract and folder: members/ (MemberTable:
+// members, leases, tokens), transition/ (EpochTransition: proposal,
+// PREPARED/COMMITTED/STABLE phases, commit point; SettleWindow;
+// WorldChoice; TransitionHealth; ReshardHistory), checkpoints/
+// (JobCheckpoints: manifests, registry, rollback source), publish/
+// (Publisher: the store batch, the group-commit writer and the gates that
+// show facts, events and plan updates once durable) and JobState; this
+// file's class decides when one part acts on another (a dead member
+// abandons a proposal, a commit ranks the members...). No gRPC inside; time
+// comes from an injected Clock, durability from an optional StateStore.
 #pragma once
 
 #include <cstdint>
@@ -28,20 +30,21 @@
 #include "common/job/job_spec.h"
 #include "common/plan/plan.h"
 #include "server/events/event_log.h"
-#include "server/membership/checkpoint_types.h"
-#include "server/membership/commit_point.h"
-#include "server/membership/durable_gate.h"
-#include "server/membership/epoch_transition.h"
-#include "server/membership/job_checkpoints.h"
-#include "server/membership/lease_book.h"
-#include "server/membership/member_table.h"
-#include "server/membership/plan_update_log.h"
-#include "server/membership/reshard_history.h"
-#include "server/membership/store_batch.h"
-#include "server/membership/store_writer.h"
-#include "server/membership/types.h"
-#include "server/membership/world_plans.h"
-#include "server/store/state_store.h"
+#include "server/membership/checkpoints/job_checkpoints.h"
+#include "server/membership/job_state.h"
+#include "server/membership/members/lease_book.h"
+#include "server/membership/members/member_table.h"
+#include "server/membership/publish/plan_update_log.h"
+#include "server/membership/publish/publisher.h"
+#include "server/membership/transition/commit_point.h"
+#include "server/membership/transition/epoch_transition.h"
+#include "server/membership/transition/reshard_history.h"
+#include "server/membership/transition/settle_window.h"
+#include "server/membership/transition/transition_health.h"
+#include "server/membership/transition/world_choice.h"
+#include "server/state/checkpoint_types.h"
+#include "server/state/state_store.h"
+#include "server/state/types.h"
 
 namespace zshard::server {
 
@@ -300,7 +303,7 @@ class Membership {
     return spec_.workload.kind != job::WorkloadKind::kIdle;
   }
   // Every event the membership records, numbered; lives as long as this.
-  EventLog* events() { return &events_; }
+  EventLog* events() { return publisher_.events(); }
 
  private:
   Membership(job::JobSpec spec, Clock* clock, StateStore* store,
@@ -333,9 +336,6 @@ class Membership {
   bool SettlingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The world to propose now (0: none viable) and the healthy members.
   int TargetWorldLocked(int* healthy) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The reason a proposal gives: the last change, and how many were
-  // gathered with it.
-  std::string ProposalReasonLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ProposeLocked(int world) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets p's moves, summary and restore. False when no proposal can be
   // made: the job failed (a range was lost with no checkpoint) or the
@@ -367,14 +367,12 @@ class Membership {
   void CheckStepFailureLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool NeedsReplanLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Publishes `plan` in `phase` to the watchers. An abandonment waits for
-  // the end of its change (or the change's next update): a proposal in the
-  // same change replaces it (see unpublished_abandon_).
+  // Publishes `plan` in `phase` to the watchers (Publisher::Publish).
   void PublishLocked(PlanPhase phase, const EpochPlan& plan)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PublishAbandonLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Stages what heartbeats answer from, shown in one step (see facts_).
-  void PublishFactsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stages what heartbeats answer from (Publisher::StageFacts) and tells
+  // each draining member whether it may go.
+  void StageFactsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The session's lease when it is live; the table's exact error
   // otherwise.
   absl::StatusOr<std::shared_ptr<MemberLease>> LiveLease(
@@ -387,10 +385,8 @@ class Membership {
                          bool moves_unchanged, const std::string& outcome)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SaveMetaLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Stages the heartbeat facts, queues the pending batch for the store
-  // writer (see Change: the change's caller waits until it is durable
-  // after releasing the lock) and seals what the change staged to be
-  // shown once that batch is durable (DurableGate).
+  // Ends a change (Publisher::Flush): its caller waits until it is
+  // durable after releasing the lock (see Change).
   void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The lock of a change: holds mu_ for its scope, then, released, waits
@@ -402,9 +398,9 @@ class Membership {
       m_->mu_.Lock();
     }
     ~Change() ABSL_UNLOCK_FUNCTION() {
-      const int64_t ticket = m_->last_ticket_;
+      const int64_t ticket = m_->publisher_.last_ticket();
       m_->mu_.Unlock();
-      m_->writer_.WaitApplied(ticket);
+      m_->publisher_.WaitApplied(ticket);
     }
     Change(const Change&) = delete;
     Change& operator=(const Change&) = delete;
@@ -415,110 +411,22 @@ class Membership {
 
   const job::JobSpec spec_;
   Clock* const clock_;
-  StateStore* const store_;
   const MembershipOptions options_;
-
-  // The facts a heartbeat answers with, copied from the state machine at
-  // the end of every change.
-  struct HeartbeatFacts {
-    int64_t committed_epoch = 0;
-    int64_t pending_epoch = 0;
-    int64_t next_epoch = 1;
-    bool failed = false;
-    bool finished = false;
-    bool committed_broken = false;
-    std::string failure_reason;
-  };
-  // The facts shown last; never null. Lock-free: a heartbeat never waits
-  // for a thread that shows facts or events.
-  std::shared_ptr<const HeartbeatFacts> Facts() const;
-  // The StoreWriter's tickets up to `durable` are durable: shows what
-  // waited for them (facts, events, then plan updates).
-  void OnDurable(int64_t durable);
-  // How PassGates moves the gates: Seal what was staged under a new
-  // ticket, or Release what waited for tickets now durable.
-  enum class GateStep { kSeal, kRelease };
-  // Moves the facts, events and plan-update gates by `step` with `ticket`
-  // and shows what passed, in the one order that holds: facts and events
-  // first, then plan updates (a worker told of an epoch may heartbeat with
-  // it at once).
-  void PassGates(GateStep step, int64_t ticket);
-  // Shows `facts` (the latest wins) and `events`.
-  void ShowLocked(std::vector<HeartbeatFacts> facts, std::vector<Event> events)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shown_mu_);
 
   absl::Mutex mu_;
   MemberTable members_ ABSL_GUARDED_BY(mu_);
   // members_'s leases: thread-safe, used by heartbeats without mu_.
   LeaseBook* const leases_;
-  // What changes staged for heartbeats and event readers, shown once
-  // durable. Order: mu_, then shown_mu_, then the event log's own lock.
-  absl::Mutex shown_mu_;
-  // Written under shown_mu_ (std::atomic_store), read without it.
-  std::shared_ptr<const HeartbeatFacts> facts_ =
-      std::make_shared<const HeartbeatFacts>();
-  DurableGate<HeartbeatFacts> facts_gate_ ABSL_GUARDED_BY(shown_mu_);
-  DurableGate<Event> event_gate_ ABSL_GUARDED_BY(shown_mu_);
-  // The seq of the last event recorded (shown or staged).
-  int64_t last_event_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  // The clock at the last Tick (-1: none yet).
-  int64_t last_tick_ms_ ABSL_GUARDED_BY(mu_) = -1;
   EpochTransition transition_ ABSL_GUARDED_BY(mu_);
+  TransitionHealth health_ ABSL_GUARDED_BY(mu_);
+  SettleWindow settle_ ABSL_GUARDED_BY(mu_);
+  WorldChoice world_ ABSL_GUARDED_BY(mu_);
+  JobState job_ ABSL_GUARDED_BY(mu_);
   JobCheckpoints checkpoints_ ABSL_GUARDED_BY(mu_);
   server::ReshardHistory history_ ABSL_GUARDED_BY(mu_);
-  WorldPlans plans_ ABSL_GUARDED_BY(mu_);
-  StoreBatch batch_ ABSL_GUARDED_BY(mu_);
-  StoreWriter writer_;
-  // The ticket of the last write queued (0: none).
-  int64_t last_ticket_ ABSL_GUARDED_BY(mu_) = 0;
-  // Counters of transitions (the rest of Stats() is read from the parts).
-  MembershipStats stats_ ABSL_GUARDED_BY(mu_);
-  // The job failed (no more proposals); why.
-  bool failed_ ABSL_GUARDED_BY(mu_) = false;
-  std::string failure_reason_ ABSL_GUARDED_BY(mu_);
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  int target_world_ ABSL_GUARDED_BY(mu_) = 0;
-  // Why no world can be formed, as last reported.
-  std::string last_unviable_ ABSL_GUARDED_BY(mu_);
-  // The epoch this change abandoned, not yet published. Watchers never see
-  // an abandonment followed by a proposal in one change: a worker resumes
-  // on ABANDONED, and one that falls behind gets only the latest state
-  // (the proposal) and stays paused, so the first would step alone.
-  std::optional<EpochPlan> unpublished_abandon_ ABSL_GUARDED_BY(mu_);
-  // A ranked member of the committed epoch is no longer healthy.
-  bool committed_broken_ ABSL_GUARDED_BY(mu_) = false;
-  // Live members whose moves failed as sources since the last stable
-  // epoch: the next proposals plan from other holders where there are any.
-  std::set<std::string> avoid_sources_ ABSL_GUARDED_BY(mu_);
-  // The committed epoch that can never become stable (0: none).
-  int64_t failed_epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  // The latest step failure reported in a stable epoch, and the stable
-  // epoch it broke (0: none).
-  struct StepFailure {
-    int64_t epoch = 0;
-    int64_t step = 0;
-    int64_t at_ms = 0;
-    std::string reporter;
-    std::string error;
-  };
-  StepFailure step_failure_ ABSL_GUARDED_BY(mu_);
-  int64_t step_failed_epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  // When the phase in flight began (the proposal was made, the epoch
-  // committed, or this process restored it), by clock_: its timeout's start.
-  int64_t phase_since_ms_ ABSL_GUARDED_BY(mu_) = 0;
-  // What changed last (the reason a proposal gives).
-  std::string change_reason_ ABSL_GUARDED_BY(mu_);
-  // The settle window: when its first and last change came (-1: no change
-  // waiting), and how many changes it holds; `gathered_` is how many the
-  // next proposal answers.
-  int64_t settle_since_ms_ ABSL_GUARDED_BY(mu_) = -1;
-  int64_t last_change_ms_ ABSL_GUARDED_BY(mu_) = -1;
-  int64_t settle_changes_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t gathered_ ABSL_GUARDED_BY(mu_) = 0;
-  // Order: mu_, then the log's own lock.
-  PlanUpdateLog updates_;
-  // Order: mu_, then the log's own lock.
-  EventLog events_;
+  // Its staging methods under mu_; Facts, Wait, WaitApplied and events
+  // without it. Order: mu_, then the publisher's locks.
+  Publisher publisher_;
 };
 
 }  // namespace zshard::server

@@ -10,9 +10,9 @@
 #include "common/logging.h"
 #include "common/plan/plan.h"
 #include "common/status.h"
-#include "server/membership/epoch_moves.h"
 #include "server/membership/membership.h"
-#include "server/membership/world_policy.h"
+#include "server/membership/transition/epoch_moves.h"
+#include "server/membership/transition/world_policy.h"
 
 namespace zshard::server {
 namespace {
@@ -31,10 +31,11 @@ bool Membership::CommittedBrokenLocked() const {
   for (int r = 0; r < committed.world; ++r) {
     if (!members_.IsLiveId(committed.slots[r].worker_id)) return true;
   }
-  if (!transition_.committed_stable() && failed_epoch_ == committed.epoch) {
+  if (!transition_.committed_stable() &&
+      health_.failed_epoch == committed.epoch) {
     return true;
   }
-  if (step_failed_epoch_ == committed.epoch) return true;
+  if (health_.step_failed_epoch == committed.epoch) return true;
   // A sender that dies before the epoch is stable leaves its moves undone.
   if (!transition_.committed_stable()) {
     for (const std::string& id : transition_.committed_senders()) {
@@ -55,14 +56,9 @@ bool Membership::NeedsReplanLocked() const {
 }
 
 void Membership::ReconcileLocked() {
-  committed_broken_ = CommittedBrokenLocked();
-  if (finished_ || failed_ || SettlingLocked()) return;
-  const bool changed = settle_since_ms_ >= 0;
-  if (changed) {
-    gathered_ = settle_changes_;
-    settle_since_ms_ = -1;
-    settle_changes_ = 0;
-  }
+  health_.committed_broken = CommittedBrokenLocked();
+  if (!job_.running() || SettlingLocked()) return;
+  const bool changed = settle_.Close();
   int healthy = 0;
   const int w = TargetWorldLocked(&healthy);
   const EpochPlan* proposal = transition_.proposal();
@@ -70,32 +66,26 @@ void Membership::ReconcileLocked() {
     // A proposal in flight is superseded, not queued behind, when a change
     // since it alters its world; otherwise the change waits for it.
     if (!changed || w == proposal->world || w == 0) return;
-    ++stats_.superseded;
-    AbandonLocked(absl::StrCat("superseded: ", ProposalReasonLocked()));
+    ++health_.superseded;
+    AbandonLocked(absl::StrCat("superseded: ", settle_.ProposalReason()));
   }
-  const bool replan = committed_broken_ || NeedsReplanLocked();
+  const bool replan = health_.committed_broken || NeedsReplanLocked();
   const EpochPlan& committed = transition_.committed();
-  if (committed.epoch > 0 && !committed_broken_) {
+  if (committed.epoch > 0 && !health_.committed_broken) {
     if (!transition_.committed_stable()) return;  // change once stable
     if (!replan && (w == committed.world || w == 0)) {
       for (const std::string& id : members_.JoiningToSpare()) {
-        batch_.Dirty(id);
+        publisher_.batch().Dirty(id);
       }
       return;
     }
   }
   if (w == 0) {
-    // The smallest world the policy allows: a multiple of its step >= min.
-    const int step = std::max(1, job::WorldStep(spec_.world));
-    const int need = (spec_.world.min + step - 1) / step * step;
-    std::string why =
-        absl::StrCat(healthy, " healthy members, world needs ", need, " (",
-                     ExplainWorld(0, healthy, spec_.world, target_world_), ")");
-    if (why != last_unviable_) EventLocked("waiting", why);
-    last_unviable_ = why;
+    const std::string why = world_.Unviable(healthy);
+    if (world_.NoteUnviable(why)) EventLocked("waiting", why);
     return;
   }
-  last_unviable_.clear();
+  world_.Clear();
   ProposeLocked(w);
 }
 
@@ -122,9 +112,8 @@ void Membership::ProposeLocked(int world) {
   p.world = world;
   p.world_before = stable.world;
   p.instances = layout.instances;
-  p.plan_hash = plans_.Hash(world);
-  p.reason = ProposalReasonLocked();
-  gathered_ = 0;
+  p.plan_hash = world_.plans().Hash(world);
+  p.reason = settle_.TakeProposalReason();
   p.proposed_ms = WallTimeMs();
   int d = world / p.instances;
   auto slot_of = [](const Member& m, int rank, int d) {
@@ -153,8 +142,7 @@ void Membership::ProposeLocked(int world) {
   }
   if (!PlanMovesLocked(p)) return;
   LogRefused(transition_.Propose(p));
-  phase_since_ms_ = clock_->NowMs();
-  ++stats_.proposals;
+  health_.phase_since_ms = clock_->NowMs();
   RecordEpochLocked(p, EpochStatus::kProposed, false, "in progress");
   SaveMetaLocked();
   PublishLocked(PlanPhase::kProposed, p);
@@ -174,7 +162,7 @@ void Membership::ProposeLocked(int world) {
               absl::StrCat("epoch ", p.epoch, " world ", world, " base epoch ",
                            p.base_epoch, ": ", p.reason, "; ",
                            ExplainWorld(world, static_cast<int>(healthy.size()),
-                                        spec_.world, target_world_),
+                                        spec_.world, world_.target()),
                            "; ", p.spares, " spare(s)", changes));
   if ((p.base_epoch > 0 && HoldsState()) || p.restore.active()) {
     const MoveSummary& s = p.summary;
@@ -188,7 +176,7 @@ void Membership::ProposeLocked(int world) {
 
 bool Membership::PlanMovesLocked(EpochPlan& p) {
   const EpochPlan& stable = transition_.stable();
-  const plan::Plan* next_plan = plans_.Get(p.world);
+  const plan::Plan* next_plan = world_.plans().Get(p.world);
   const CheckpointRecord* newest = checkpoints_.Newest();
   if (next_plan == nullptr) return false;
   bool from_checkpoint = checkpoints_.restore_next();
@@ -196,13 +184,13 @@ bool Membership::PlanMovesLocked(EpochPlan& p) {
     return true;  // nothing held
   }
   if (!from_checkpoint) {
-    const plan::Plan* base_plan = plans_.Get(stable.world);
+    const plan::Plan* base_plan = world_.plans().Get(stable.world);
     std::vector<std::string> alive, preferred;
     for (int r = 0; r < stable.world; ++r) {
       const std::string& id = stable.slots[r].worker_id;
       if (!members_.IsLiveId(id)) continue;
       alive.push_back(id);
-      if (avoid_sources_.count(id) == 0) preferred.push_back(id);
+      if (health_.avoid_sources.count(id) == 0) preferred.push_back(id);
     }
     auto plan_from = [&](const std::vector<std::string>& holders) {
       return base_plan == nullptr
@@ -259,9 +247,7 @@ bool Membership::PlanMovesLocked(EpochPlan& p) {
 
 void Membership::FailJobLocked(const std::string& kind,
                                const std::string& why) {
-  if (failed_) return;
-  failed_ = true;
-  failure_reason_ = why;
+  if (!job_.Fail(why)) return;
   SaveMetaLocked();
   EventLocked(kind, why);
 }
@@ -269,7 +255,6 @@ void Membership::FailJobLocked(const std::string& kind,
 void Membership::AbandonLocked(const std::string& why) {
   absl::StatusOr<EpochPlan> p = transition_.Abandon(why);
   if (!p.ok()) return LogRefused(p.status());
-  ++stats_.abandons;
   RecordEpochLocked(*p, EpochStatus::kAbandoned, true, "abandoned");
   PublishLocked(PlanPhase::kAbandoned, *p);
   EventLocked("abandon", absl::StrCat("epoch ", p->epoch, ": ", why));
@@ -286,7 +271,7 @@ void Membership::CommitLocked() {
     } else {
       checkpoints_.set_restore_next(true);
       SaveMetaLocked();
-      change_reason_ = why;
+      settle_.set_reason(why);
     }
     return;
   }
@@ -302,12 +287,12 @@ void Membership::CommitLocked() {
     auto it = ranks.find(id);
     return it == ranks.end() ? -1 : it->second;
   };
-  for (const std::string& id : members_.Place(rank_of)) batch_.Dirty(id);
+  for (const std::string& id : members_.Place(rank_of))
+    publisher_.batch().Dirty(id);
   p.committed_ms = clock_->NowMs();
-  phase_since_ms_ = p.committed_ms;
+  health_.phase_since_ms = p.committed_ms;
   LogRefused(transition_.Commit(p));
   checkpoints_.set_restore_next(false);
-  ++stats_.commits;
   RecordEpochLocked(p, EpochStatus::kCommitted, true, "in progress");
   SaveMetaLocked();
   PublishLocked(PlanPhase::kCommitted, p);
@@ -324,15 +309,10 @@ void Membership::CommitLocked() {
 }
 
 void Membership::StableLocked() {
-  avoid_sources_.clear();
+  health_.avoid_sources.clear();
   const EpochPlan& c = transition_.committed();
   LogRefused(transition_.MarkStable(
       std::max<int64_t>(0, clock_->NowMs() - c.committed_ms)));
-  if (!c.moves.empty()) {
-    ++stats_.reshards;
-    stats_.reshard_bytes += c.summary.bytes_moved;
-    stats_.last_reshard_seconds = static_cast<double>(c.duration_ms) / 1000.0;
-  }
   RecordEpochLocked(c, EpochStatus::kStable, true, "stable");
   PublishLocked(PlanPhase::kStable, c);
   EventLocked("stable",
@@ -428,7 +408,7 @@ absl::Status Membership::CheckEpoch(int64_t epoch) {
 
 void Membership::CheckFinishedLocked() {
   const EpochPlan& committed = transition_.committed();
-  if (finished_ || spec_.workload.steps == 0 || committed.epoch == 0 ||
+  if (!job_.running() || spec_.workload.steps == 0 || committed.epoch == 0 ||
       !transition_.committed_stable()) {
     return;
   }
@@ -438,7 +418,7 @@ void Membership::CheckFinishedLocked() {
       return;
     }
   }
-  finished_ = true;
+  job_.Finish();
   SaveMetaLocked();
   EventLocked("finished",
               absl::StrCat("every rank reached step ", spec_.workload.steps));

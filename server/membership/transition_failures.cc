@@ -26,8 +26,8 @@ std::string NameList(const std::vector<std::string>& names) {
 }  // namespace
 
 void Membership::BreakCommittedLocked() {
-  failed_epoch_ = transition_.committed().epoch;
-  committed_broken_ = true;
+  health_.failed_epoch = transition_.committed().epoch;
+  health_.committed_broken = true;
 }
 
 absl::StatusOr<PlanPhase> Membership::AckFailed(const std::string& worker_id,
@@ -54,8 +54,9 @@ absl::StatusOr<PlanPhase> Membership::AckFailed(const std::string& worker_id,
                      "transition (committed ",
                      committed.epoch, ")"));
   }
-  if (failed_epoch_ == epoch) return PlanPhase::kCommitted;  // already known
-  ++stats_.prepare_failures;
+  if (health_.failed_epoch == epoch)
+    return PlanPhase::kCommitted;  // already known
+  ++health_.prepare_failures;
   EventLocked(
       "prepare_failed",
       absl::StrCat("epoch ", epoch, ": member ", m->name, " could not prepare",
@@ -63,8 +64,9 @@ absl::StatusOr<PlanPhase> Membership::AckFailed(const std::string& worker_id,
                        ? std::string()
                        : absl::StrCat(" (source ", failure.source, ")"),
                    ": ", failure.error));
-  change_reason_ = absl::StrCat("member ", m->name, " could not prepare epoch ",
-                                epoch, ": ", failure.error);
+  settle_.set_reason(absl::StrCat("member ", m->name,
+                                  " could not prepare epoch ", epoch, ": ",
+                                  failure.error));
   if (failure.source_is_checkpoint && committed.restore.active()) {
     const RestoreRef& bad = committed.restore;
     checkpoints_.MarkDamaged(bad.dir, failure.error);
@@ -88,7 +90,7 @@ absl::StatusOr<PlanPhase> Membership::AckFailed(const std::string& worker_id,
     SaveMetaLocked();
   }
   if (!failure.source_is_checkpoint && !failure.source.empty()) {
-    avoid_sources_.insert(failure.source);
+    health_.avoid_sources.insert(failure.source);
   }
   BreakCommittedLocked();
   ReconcileLocked();
@@ -101,7 +103,7 @@ void Membership::CheckTransitionTimeoutsLocked() {
   const int64_t now = clock_->NowMs();
   const int64_t bound = spec_.transition_timeout_ms;
   if (const EpochPlan* p = transition_.proposal();
-      p != nullptr && now - phase_since_ms_ > bound) {
+      p != nullptr && now - health_.phase_since_ms > bound) {
     std::vector<std::string> silent;
     for (int r = 0; r < p->world; ++r) {
       if (!transition_.HasPrepared(p->slots[r].worker_id)) {
@@ -118,16 +120,16 @@ void Membership::CheckTransitionTimeoutsLocked() {
     }
     const std::string why = absl::StrCat("no PREPARED ack within ", bound,
                                          " ms from ", NameList(silent));
-    ++stats_.transition_timeouts;
+    ++health_.timeouts;
     EventLocked("timeout", absl::StrCat("epoch ", p->epoch, ": ", why));
-    change_reason_ = why;
+    settle_.set_reason(why);
     AbandonLocked(why);
     return;
   }
   const EpochPlan& c = transition_.committed();
   if (c.epoch > 0 && !transition_.committed_stable() &&
-      transition_.proposal() == nullptr && failed_epoch_ != c.epoch &&
-      now - phase_since_ms_ > bound) {
+      transition_.proposal() == nullptr && health_.failed_epoch != c.epoch &&
+      now - health_.phase_since_ms > bound) {
     std::vector<std::string> silent;
     for (int r = 0; r < c.world; ++r) {
       if (!transition_.HasActive(c.slots[r].worker_id)) {
@@ -136,9 +138,9 @@ void Membership::CheckTransitionTimeoutsLocked() {
     }
     const std::string why = absl::StrCat("no ACTIVE ack within ", bound,
                                          " ms from ", NameList(silent));
-    ++stats_.transition_timeouts;
+    ++health_.timeouts;
     EventLocked("timeout", absl::StrCat("epoch ", c.epoch, ": ", why));
-    change_reason_ = why;
+    settle_.set_reason(why);
     BreakCommittedLocked();
   }
 }

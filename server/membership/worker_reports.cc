@@ -46,27 +46,29 @@ void Membership::CoordinatorEvent(const std::string& kind,
 
 void Membership::StepFailedLocked(const Member& reporter, int64_t epoch,
                                   const PrepareFailure& failure) {
-  if (step_failure_.epoch == epoch) return;  // one report per epoch is enough
-  step_failure_.epoch = epoch;
-  step_failure_.step = failure.step;
-  step_failure_.at_ms = clock_->NowMs();
-  step_failure_.reporter = reporter.name;
-  step_failure_.error = MemberTable::ClipReason(failure.error);
+  if (health_.step_failure.epoch == epoch)
+    return;  // one report per epoch is enough
+  health_.step_failure.epoch = epoch;
+  health_.step_failure.step = failure.step;
+  health_.step_failure.at_ms = clock_->NowMs();
+  health_.step_failure.reporter = reporter.name;
+  health_.step_failure.error = MemberTable::ClipReason(failure.error);
   EventLocked("step_failed",
               absl::StrCat("epoch ", epoch, ": step ", failure.step,
                            " failed on member ", reporter.name, ": ",
-                           step_failure_.error));
+                           health_.step_failure.error));
 }
 
 void Membership::CheckStepFailureLocked() {
   const EpochPlan& committed = transition_.committed();
-  if (step_failure_.epoch == 0 || step_failure_.epoch != committed.epoch ||
-      step_failed_epoch_ == committed.epoch ||
+  if (health_.step_failure.epoch == 0 ||
+      health_.step_failure.epoch != committed.epoch ||
+      health_.step_failed_epoch == committed.epoch ||
       !transition_.committed_stable() || transition_.proposal() != nullptr) {
     return;
   }
   const int64_t now = clock_->NowMs();
-  const int64_t since = now - step_failure_.at_ms;
+  const int64_t since = now - health_.step_failure.at_ms;
   for (int r = 0; r < committed.world; ++r) {
     const Member* m = members_.Find(committed.slots[r].worker_id);
     // A member gone or silent since the report: its lease decides.
@@ -75,13 +77,13 @@ void Membership::CheckStepFailureLocked() {
       return;
     }
   }
-  const std::string why =
-      absl::StrCat("step ", step_failure_.step, " failed on member ",
-                   step_failure_.reporter, " (", step_failure_.error,
-                   ") and every member is alive: the same world again");
+  const std::string why = absl::StrCat(
+      "step ", health_.step_failure.step, " failed on member ",
+      health_.step_failure.reporter, " (", health_.step_failure.error,
+      ") and every member is alive: the same world again");
   EventLocked("replan", absl::StrCat("epoch ", committed.epoch, ": ", why));
-  change_reason_ = why;
-  step_failed_epoch_ = committed.epoch;
+  settle_.set_reason(why);
+  health_.step_failed_epoch = committed.epoch;
 }
 
 }  // namespace zshard::server

@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/store/state_store.h"
+#include "server/state/state_store.h"
 
 namespace zshard::server {
 

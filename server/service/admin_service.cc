@@ -2,7 +2,7 @@
 #include "server/service/admin_service.h"
 
 #include "common/grpc_status.h"
-#include "server/membership/token.h"
+#include "server/membership/members/token.h"
 #include "server/service/rpc_scope.h"
 
 namespace zshard::server {

@@ -6,8 +6,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/job/job_spec.h"
-#include "server/membership/checkpoint_registry.h"
-#include "server/membership/checkpoint_types.h"
+#include "server/membership/checkpoints/checkpoint_registry.h"
+#include "server/state/checkpoint_types.h"
 #include "zshard/v1/dashboard_service.pb.h"
 #include "zshard/v1/worker_service.pb.h"
 

@@ -8,7 +8,7 @@
 
 #include "absl/time/time.h"
 #include "common/thread_priority.h"
-#include "server/membership/epoch_moves.h"
+#include "server/membership/transition/epoch_moves.h"
 #include "server/service/heartbeat_lane.h"
 #include "server/service/proto_convert.h"
 

@@ -4,7 +4,7 @@
 
 #include "common/plan/moves.h"
 #include "server/membership/membership.h"
-#include "server/membership/types.h"
+#include "server/state/types.h"
 #include "zshard/v1/dashboard_service.pb.h"
 #include "zshard/v1/types.pb.h"
 #include "zshard/v1/worker_service.pb.h"

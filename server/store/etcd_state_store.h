@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/state/state_store.h"
 #include "server/store/etcd_client.h"
-#include "server/store/state_store.h"
 
 namespace zshard::server {
 

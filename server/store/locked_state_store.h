@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "server/store/state_store.h"
+#include "server/state/state_store.h"
 
 namespace zshard::server {
 

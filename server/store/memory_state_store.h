@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "server/store/state_store.h"
+#include "server/state/state_store.h"
 
 namespace zshard::server {
 

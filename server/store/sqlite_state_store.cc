@@ -77,22 +77,6 @@ StoredEpoch ReadEpoch(SqliteStmt& q) {
 
 }  // namespace
 
-const char* EpochStatusName(EpochStatus status) {
-  switch (status) {
-    case EpochStatus::kProposed:
-      return "proposed";
-    case EpochStatus::kCommitted:
-      return "committed";
-    case EpochStatus::kStable:
-      return "stable";
-    case EpochStatus::kAbandoned:
-      return "abandoned";
-    case EpochStatus::kBroken:
-      return "broken";
-  }
-  return "abandoned";
-}
-
 absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(
     const std::string& state_dir) {
   if (state_dir.empty()) {

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/state/state_store.h"
 #include "server/store/dir_lock.h"
 #include "server/store/sqlite_db.h"
-#include "server/store/state_store.h"
 
 namespace zshard::server {
 

@@ -11,9 +11,9 @@
 
 #include "common/plan/moves.h"
 #include "nlohmann/json.hpp"
-#include "server/membership/checkpoint_types.h"
-#include "server/membership/types.h"
-#include "server/store/state_store.h"
+#include "server/state/checkpoint_types.h"
+#include "server/state/state_store.h"
+#include "server/state/types.h"
 
 namespace zshard::server {
 

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/state/state_store.h"
 #include "server/store/etcd_state_store.h"
 #include "server/store/http_request.h"
 #include "server/store/leader_election.h"
-#include "server/store/state_store.h"
 
 namespace zshard::server {
 

@@ -3,7 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/membership/world_policy.h"
+#include "server/membership/transition/world_policy.h"
 
 namespace zshard::server {
 namespace {

@@ -11,7 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/job/job_spec.h"
 #include "common/plan/plan.h"
-#include "server/membership/types.h"
+#include "server/state/types.h"
 #include "server/views/plan_index.h"
 
 namespace zshard::server {

@@ -26,7 +26,7 @@
 #include "common/plan/plan.h"
 #include "common/plan/presets.h"
 #include "common/status.h"
-#include "server/membership/world_policy.h"
+#include "server/membership/transition/world_policy.h"
 
 ABSL_FLAG(std::string, preset, "llama2-70b", "the preset model");
 ABSL_FLAG(int, world, 1024, "ranks before the change");
@@ -109,8 +109,8 @@ struct Change {
 };
 
 // The scenario's world and ranks as the coordinator chooses them
-// (ChooseWorld and AssignRanks of server/membership/world_policy.h). The
-// job's world spec: keep_i keeps I = --instances, at most the layout's max
+// (ChooseWorld and AssignRanks of server/membership/transition/world_policy.h).
+// The job's world spec: keep_i keeps I = --instances, at most the layout's max
 // world; keep_d keeps D = --world / --instances, at most --instances
 // instances (join-instance: one more, as after an earlier failure
 // dissolved one; the D newcomers form it).

@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "server/membership/checkpoint_registry.h"
+#include "server/membership/checkpoints/checkpoint_registry.h"
 
 namespace zshard::server::testing {
 
