@@ -92,13 +92,27 @@ void CoordinatorSession::RedirectWatch() {
   }
 }
 
+void CoordinatorSession::SetStateLocked(SessionState to) {
+  SessionStateTable().Advance(state_, to);
+}
+
+void CoordinatorSession::SetLeaveLocked(LeaveState to) {
+  LeaveStateTable().Advance(leave_, to);
+}
+
+void CoordinatorSession::SetStopLocked(StopRequest to) {
+  StopRequestTable().Advance(stop_, to);
+}
+
 void CoordinatorSession::Stop() {
   absl::MutexLock lock(&mu_);
-  stop_requested_ = true;
+  // A second Stop() changes nothing.
+  if (stop_ == StopRequest::kNone) SetStopLocked(StopRequest::kRequested);
   // Not joined yet (or between incarnations): nothing to hand over. Once
   // joined, Run() calls Leave and decides (HandleStop).
   if (handler_ == nullptr || ending_.has_value()) {
-    alive_ = false;
+    // Not alive from now on (before the first join it is not alive yet).
+    if (handler_ != nullptr) SetStateLocked(SessionState::kEnded);
     if (!ending_.has_value()) ending_ = Ending{SessionOutcome::kStopped};
     if (watch_context_ != nullptr) watch_context_->TryCancel();
   }
@@ -111,13 +125,13 @@ void CoordinatorSession::End(std::optional<SessionOutcome> outcome,
   // Once this worker asked to leave, the coordinator refusing its session
   // (a heartbeat or the plan watch answered before the Leave's own reply)
   // or forgetting it is that leave taking effect, not a fence.
-  if ((leaving_ || left_) &&
+  if (leave_ != LeaveState::kStaying &&
       (!outcome.has_value() || *outcome == SessionOutcome::kFenced)) {
     outcome = SessionOutcome::kStopped;
   }
   ZSHARD_LOG_INFO("session ending", {{"reason", why}});
   ending_ = Ending{outcome};
-  if (outcome.has_value()) alive_ = false;
+  if (outcome.has_value()) SetStateLocked(SessionState::kEnded);
   if (watch_context_ != nullptr) watch_context_->TryCancel();
 }
 
@@ -143,7 +157,7 @@ int64_t CoordinatorSession::step() const {
 
 bool CoordinatorSession::alive() const {
   absl::MutexLock lock(&mu_);
-  return alive_;
+  return state_ == SessionState::kMember || state_ == SessionState::kDraining;
 }
 
 std::string CoordinatorSession::worker_id() const {
@@ -246,7 +260,6 @@ absl::Status CoordinatorSession::Join() {
       // outside mu_ (its thread may need mu_ for credentials).
       worker_id_ = response.worker_id();
       token_ = response.token();
-      alive_ = true;
       heartbeat_interval_ms_ =
           std::max<int64_t>(10, response.heartbeat_interval_ms() > 0
                                     ? response.heartbeat_interval_ms()
@@ -255,9 +268,10 @@ absl::Status CoordinatorSession::Join() {
                               ? response.lease_timeout_ms()
                               : 5 * heartbeat_interval_ms_;
       handler_ = std::make_shared<TransitionHandler>(worker_id_, runner_.get());
-      stop_handled_ = false;
-      left_ = false;
-      draining_ = false;
+      // Alive again, and a new incarnation starts as a plain member. A join
+      // follows no Leave and no handled Stop(): both come only once Stop()
+      // was called (then Run() joins no more) or as Run() returns.
+      SetStateLocked(SessionState::kMember);
       SetLogContext({{"job", response.job_name()},
                      {"worker", options_.name},
                      {"worker_id", worker_id_}});
@@ -289,7 +303,7 @@ absl::StatusOr<SessionOutcome> CoordinatorSession::Run() {
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      if (stop_requested_) return SessionOutcome::kStopped;
+      if (stop_ != StopRequest::kNone) return SessionOutcome::kStopped;
       ending_.reset();
     }
     absl::Status joined = Join();
@@ -297,7 +311,8 @@ absl::StatusOr<SessionOutcome> CoordinatorSession::Run() {
     {
       absl::MutexLock lock(&mu_);
       // Stopped while the coordinator was still unreachable.
-      if (handler_ == nullptr || (stop_requested_ && ending_.has_value())) {
+      if (handler_ == nullptr ||
+          (stop_ != StopRequest::kNone && ending_.has_value())) {
         return SessionOutcome::kStopped;
       }
     }
@@ -308,14 +323,14 @@ absl::StatusOr<SessionOutcome> CoordinatorSession::Run() {
       {
         absl::MutexLock lock(&mu_);
         auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return ending_.has_value() || (stop_requested_ && !stop_handled_);
+          return ending_.has_value() || stop_ == StopRequest::kRequested;
         };
         mu_.Await(absl::Condition(&woken));
         if (ending_.has_value()) {
           outcome = ending_->outcome;
           break;
         }
-        stop_handled_ = true;
+        SetStopLocked(StopRequest::kHandled);
       }
       HandleStop();
     }
@@ -331,7 +346,7 @@ absl::StatusOr<SessionOutcome> CoordinatorSession::Run() {
     bool left = false;
     {
       absl::MutexLock lock(&mu_);
-      left = left_;
+      left = leave_ == LeaveState::kLeft;
     }
     switch (*outcome) {
       case SessionOutcome::kStopped:
@@ -420,9 +435,7 @@ void CoordinatorSession::HeartbeatLoop() {
       if (response.state() == v1::MEMBER_STATE_DRAINING) {
         const int64_t stable = handler()->stable_epoch();
         absl::MutexLock lock(&mu_);
-        if (!draining_) {
-          draining_ = true;
-          drain_since_epoch_ = stable;
+        if (StartDrainLocked(stable)) {
           ZSHARD_LOG_INFO("draining: handing the state over before leaving");
         }
       }

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "client/worker/runner/runner.h"
+#include "client/worker/runner/state_table.h"
 #include "client/worker/session/coordinator_kv_store.h"
 #include "client/worker/session/telemetry_stream.h"
 #include "client/worker/session/transition_handler.h"
@@ -48,6 +49,51 @@ enum class SessionOutcome {
   // with the reason, exit 1.
   kFailed,
 };
+
+// CoordinatorSession's life cycle as three enums, each with its allowed
+// transitions in one table (coordinator_session_rpc.cc). They change on
+// different threads' requests and combine freely, so each is one enum
+// rather than one enum of their product; every combination that occurs is
+// representable:
+//  - SessionState: whether the session is alive, and whether it hands its
+//    state over (a drain matters only while the session is alive).
+//  - LeaveState: where this worker's Leave call stands. A Leave is in
+//    flight or accepted while the session is a member, while it drains
+//    (Stop() during an admin drain: kDraining with kLeaving, then kLeft
+//    when the coordinator needs no handover) and after it ended (the
+//    heartbeat thread ended it during the Leave, or Run()'s last Leave).
+//  - StopRequest: Stop(), called from any thread at any time, and whether
+//    Run() has taken it.
+enum class SessionState {
+  kNotJoined,  // before the first join; not alive
+  kMember,     // joined, follows the job; alive
+  kDraining,   // joined and handing its state over before leaving (after
+               // Stop() with handover, or an admin drain); alive
+  kEnded,      // the session is over (an outcome, or Stop() between
+               // incarnations); not alive
+};
+
+enum class LeaveState {
+  kStaying,  // no Leave in flight and none accepted
+  kLeaving,  // a Leave is in flight: the coordinator may already have let
+             // this worker go (End turns a fence into a stop then)
+  kLeft,     // a Leave was accepted without handover: no second Leave is
+             // needed, and one made anyway (steps done) changes nothing
+};
+
+enum class StopRequest {
+  kNone,       // Stop() was not called
+  kRequested,  // Stop() was called; Run() has not taken it yet
+  kHandled,    // Run() took it (HandleStop); final
+};
+
+const char* SessionStateName(SessionState state);
+const char* LeaveStateName(LeaveState state);
+const char* StopRequestName(StopRequest request);
+
+const StateTable<SessionState>& SessionStateTable();
+const StateTable<LeaveState>& LeaveStateTable();
+const StateTable<StopRequest>& StopRequestTable();
 
 // One worker's session. Run() blocks on the caller's thread and starts two
 // more (heartbeat, plan watch). Stop() is thread-safe.
@@ -145,10 +191,18 @@ class CoordinatorSession {
   bool Leave(const std::string& reason);
   // Stop() was asked: leave, or start handing the state over.
   void HandleStop();
+  // Starts handing the state over, from the stable epoch `stable`, when the
+  // session is a plain member (not draining already, not ended). Returns
+  // whether it started.
+  bool StartDrainLocked(int64_t stable) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Draining: ends the session once an epoch after the drain is stable
   // without this worker.
   void CheckHandover();
   std::shared_ptr<TransitionHandler> handler() const;
+  // Change the life cycles through their tables.
+  void SetStateLocked(SessionState to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetLeaveLocked(LeaveState to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetStopLocked(StopRequest to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::pair<std::string, std::string> Credentials() const;
   // Records the first ending; wakes Run().
   void End(std::optional<SessionOutcome> outcome, const std::string& why);
@@ -178,17 +232,10 @@ class CoordinatorSession {
   const std::shared_ptr<net::LeaderFollower> coordinators_;
 
   mutable absl::Mutex mu_;
-  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
-  // Stop() was handled (Leave called).
-  bool stop_handled_ ABSL_GUARDED_BY(mu_) = false;
-  // Leave already marked this worker LEFT: no second Leave.
-  bool left_ ABSL_GUARDED_BY(mu_) = false;
-  // A Leave is in flight: the coordinator may already have let this worker
-  // go (End turns a fence into a stop then).
-  bool leaving_ ABSL_GUARDED_BY(mu_) = false;
-  // Handing the state over before leaving (after Stop() with handover, or
-  // an admin drain): the stable epoch when it began.
-  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  SessionState state_ ABSL_GUARDED_BY(mu_) = SessionState::kNotJoined;
+  LeaveState leave_ ABSL_GUARDED_BY(mu_) = LeaveState::kStaying;
+  StopRequest stop_ ABSL_GUARDED_BY(mu_) = StopRequest::kNone;
+  // kDraining: the stable epoch when the drain began.
   int64_t drain_since_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // Set when the current incarnation ends (outcome or rejoin).
   std::optional<Ending> ending_ ABSL_GUARDED_BY(mu_);
@@ -197,7 +244,6 @@ class CoordinatorSession {
   grpc::ClientContext* watch_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   uint64_t watch_generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::string worker_id_ ABSL_GUARDED_BY(mu_);
-  bool alive_ ABSL_GUARDED_BY(mu_) = false;
   std::string token_ ABSL_GUARDED_BY(mu_);
   int64_t heartbeat_interval_ms_ ABSL_GUARDED_BY(mu_) = 1000;
   int64_t lease_timeout_ms_ ABSL_GUARDED_BY(mu_) = 5000;

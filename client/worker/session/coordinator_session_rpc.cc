@@ -1,6 +1,7 @@
 // CoordinatorSession: the unary calls a session makes besides join and
-// heartbeat (transition acks, checkpoint reports, failure reports, leave)
-// and the hand-over of a leaving worker's state.
+// heartbeat (transition acks, checkpoint reports, failure reports, leave),
+// the hand-over of a leaving worker's state, and the tables of the
+// session's life cycle.
 
 #include <string>
 #include <utility>
@@ -11,6 +12,96 @@
 #include "common/logging.h"
 
 namespace zshard::worker {
+
+const char* SessionStateName(SessionState state) {
+  switch (state) {
+    case SessionState::kNotJoined:
+      return "not_joined";
+    case SessionState::kMember:
+      return "member";
+    case SessionState::kDraining:
+      return "draining";
+    case SessionState::kEnded:
+      return "ended";
+  }
+  return "unknown";
+}
+
+const char* LeaveStateName(LeaveState state) {
+  switch (state) {
+    case LeaveState::kStaying:
+      return "staying";
+    case LeaveState::kLeaving:
+      return "leaving";
+    case LeaveState::kLeft:
+      return "left";
+  }
+  return "unknown";
+}
+
+const char* StopRequestName(StopRequest request) {
+  switch (request) {
+    case StopRequest::kNone:
+      return "none";
+    case StopRequest::kRequested:
+      return "requested";
+    case StopRequest::kHandled:
+      return "handled";
+  }
+  return "unknown";
+}
+
+const StateTable<SessionState>& SessionStateTable() {
+  using S = SessionState;
+  static const StateTable<S>* const table = new StateTable<S>(
+      "session state", &SessionStateName,
+      {
+          // The first join.
+          {S::kNotJoined, S::kMember},
+          // The coordinator drains this worker, or its Leave (Stop())
+          // was answered with handover.
+          {S::kMember, S::kDraining},
+          // A rejoin (the coordinator forgot this worker) starts the new
+          // incarnation as a plain member.
+          {S::kDraining, S::kMember},
+          // An outcome, or Stop() while between incarnations.
+          {S::kMember, S::kEnded},
+          {S::kDraining, S::kEnded},
+          // A rejoin's reply that comes after the session ended (the
+          // runner's ack was refused meanwhile) marks it alive again; Run()
+          // then returns without following the job.
+          {S::kEnded, S::kMember},
+      });
+  return *table;
+}
+
+const StateTable<LeaveState>& LeaveStateTable() {
+  using L = LeaveState;
+  static const StateTable<L>* const table = new StateTable<L>(
+      "session leave", &LeaveStateName,
+      {
+          // Leave is called.
+          {L::kStaying, L::kLeaving},
+          // It failed, or was answered with handover: still a member.
+          {L::kLeaving, L::kStaying},
+          // The coordinator let this worker go.
+          {L::kLeaving, L::kLeft},
+      });
+  return *table;
+}
+
+const StateTable<StopRequest>& StopRequestTable() {
+  using R = StopRequest;
+  static const StateTable<R>* const table =
+      new StateTable<R>("session stop", &StopRequestName,
+                        {
+                            // Stop() is called.
+                            {R::kNone, R::kRequested},
+                            // Run() takes it.
+                            {R::kRequested, R::kHandled},
+                        });
+  return *table;
+}
 
 void CoordinatorSession::SendAck(const TransitionAck& ack) {
   v1::AckTransitionRequest request;
@@ -151,7 +242,9 @@ bool CoordinatorSession::Leave(const std::string& reason) {
   v1::LeaveResponse response;
   {
     absl::MutexLock lock(&mu_);
-    leaving_ = true;
+    // After an accepted Leave (Run's last Leave once the steps are done)
+    // this one changes nothing.
+    if (leave_ == LeaveState::kStaying) SetLeaveLocked(LeaveState::kLeaving);
   }
   grpc::Status status =
       CallLeader([&](v1::WorkerService::Stub& stub, grpc::ClientContext* c) {
@@ -160,7 +253,7 @@ bool CoordinatorSession::Leave(const std::string& reason) {
   if (!status.ok() || response.handover()) {
     // Still a member: refusals from now on are real fences again.
     absl::MutexLock lock(&mu_);
-    leaving_ = false;
+    if (leave_ == LeaveState::kLeaving) SetLeaveLocked(LeaveState::kStaying);
   }
   if (!status.ok()) {
     ZSHARD_LOG_WARN("leave failed", {{"error", status.error_message()}});
@@ -172,7 +265,7 @@ bool CoordinatorSession::Leave(const std::string& reason) {
     return true;
   }
   absl::MutexLock lock(&mu_);
-  left_ = true;
+  SetLeaveLocked(LeaveState::kLeft);
   ZSHARD_LOG_INFO("left the job", {{"reason", reason}});
   return false;
 }
@@ -183,10 +276,15 @@ void CoordinatorSession::HandleStop() {
   }
   const int64_t stable = handler()->stable_epoch();
   absl::MutexLock lock(&mu_);
-  if (!draining_) {
-    draining_ = true;
-    drain_since_epoch_ = stable;
-  }
+  StartDrainLocked(stable);
+}
+
+bool CoordinatorSession::StartDrainLocked(int64_t stable) {
+  // Nothing reads a drain once the session ended (End is a no-op then).
+  if (state_ != SessionState::kMember) return false;
+  SetStateLocked(SessionState::kDraining);
+  drain_since_epoch_ = stable;
+  return true;
 }
 
 void CoordinatorSession::CheckHandover() {
@@ -197,7 +295,10 @@ void CoordinatorSession::CheckHandover() {
   const int rank = handler->stable_rank();
   {
     absl::MutexLock lock(&mu_);
-    if (!draining_ || stable <= drain_since_epoch_ || rank >= 0) return;
+    if (state_ != SessionState::kDraining || stable <= drain_since_epoch_ ||
+        rank >= 0) {
+      return;
+    }
   }
   End(SessionOutcome::kDrained, "state handed over");
 }

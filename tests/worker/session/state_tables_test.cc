@@ -1,11 +1,13 @@
 // Tests of the worker's life-cycle tables: every allowed and every refused
-// transition of TrainRunner's activity and stepping and of the
-// transition handler's epoch phase, and what Advance does with each.
+// transition of TrainRunner's activity and stepping, of the transition
+// handler's epoch phase and of the coordinator session's state, leave and
+// stop, and what Advance does with each.
 
 #include <set>
 #include <utility>
 
 #include "client/worker/runner/state_table.h"
+#include "client/worker/session/coordinator_session.h"
 #include "client/worker/session/transition_handler.h"
 #include "client/worker/train/train_states.h"
 #include "gtest/gtest.h"
@@ -96,6 +98,58 @@ TEST(StateTablesTest, EpochPhase) {
   EXPECT_FALSE(EpochPhaseTable().Allows(P::kReady, P::kStableUnready));
 }
 
+TEST(StateTablesTest, SessionState) {
+  using S = SessionState;
+  ExpectTable<S>(SessionStateTable(),
+                 {S::kNotJoined, S::kMember, S::kDraining, S::kEnded},
+                 {
+                     {S::kNotJoined, S::kMember},
+                     {S::kMember, S::kDraining},
+                     {S::kDraining, S::kMember},
+                     {S::kMember, S::kEnded},
+                     {S::kDraining, S::kEnded},
+                     {S::kEnded, S::kMember},
+                 });
+  // Only a join leaves "not joined"; an ended session drains no more and
+  // is never "not joined" again.
+  EXPECT_FALSE(SessionStateTable().Allows(S::kNotJoined, S::kEnded));
+  EXPECT_FALSE(SessionStateTable().Allows(S::kEnded, S::kDraining));
+  EXPECT_FALSE(SessionStateTable().Allows(S::kEnded, S::kNotJoined));
+}
+
+TEST(StateTablesTest, SessionLeave) {
+  using L = LeaveState;
+  ExpectTable<L>(LeaveStateTable(), {L::kStaying, L::kLeaving, L::kLeft},
+                 {
+                     {L::kStaying, L::kLeaving},
+                     {L::kLeaving, L::kStaying},
+                     {L::kLeaving, L::kLeft},
+                 });
+  // Left is final; only a Leave call leads there.
+  EXPECT_FALSE(LeaveStateTable().Allows(L::kLeft, L::kStaying));
+  EXPECT_FALSE(LeaveStateTable().Allows(L::kLeft, L::kLeaving));
+  EXPECT_FALSE(LeaveStateTable().Allows(L::kStaying, L::kLeft));
+}
+
+TEST(StateTablesTest, SessionStop) {
+  using R = StopRequest;
+  ExpectTable<R>(StopRequestTable(), {R::kNone, R::kRequested, R::kHandled},
+                 {
+                     {R::kNone, R::kRequested},
+                     {R::kRequested, R::kHandled},
+                 });
+  // A Stop() is never forgotten, nor handled before it was asked.
+  EXPECT_FALSE(StopRequestTable().Allows(R::kHandled, R::kRequested));
+  EXPECT_FALSE(StopRequestTable().Allows(R::kRequested, R::kNone));
+  EXPECT_FALSE(StopRequestTable().Allows(R::kNone, R::kHandled));
+}
+
+TEST(StateTablesTest, SessionStateNames) {
+  EXPECT_STREQ(SessionStateTable().Name(SessionState::kDraining), "draining");
+  EXPECT_STREQ(LeaveStateTable().Name(LeaveState::kLeft), "left");
+  EXPECT_STREQ(StopRequestTable().Name(StopRequest::kHandled), "handled");
+}
+
 TEST(StateTablesTest, AdvanceFollowsTheTable) {
   TrainStepping state = TrainStepping::kInactive;
   TrainSteppingTable().Advance(state, TrainStepping::kActive);
@@ -109,6 +163,12 @@ TEST(StateTablesDeathTest, AdvanceAbortsOnARefusedTransition) {
       {
         TrainStepping state = TrainStepping::kDone;
         TrainSteppingTable().Advance(state, TrainStepping::kActive);
+      },
+      "");
+  EXPECT_DEATH(
+      {
+        LeaveState state = LeaveState::kLeft;
+        LeaveStateTable().Advance(state, LeaveState::kStaying);
       },
       "");
 }
