@@ -44,6 +44,8 @@ nlohmann::json ClusterStatusToJson(const v1::GetClusterStatusResponse& status) {
   for (const std::string& standby : status.standbys()) {
     out["standbys"].push_back(standby);
   }
+  out["isolated"] = status.isolated();
+  out["isolated_ms"] = status.isolated_ms();
   out["members"] = nlohmann::json::array();
   for (const v1::MemberStatus& m : status.members()) {
     nlohmann::json member;
@@ -55,6 +57,7 @@ nlohmann::json ClusterStatusToJson(const v1::GetClusterStatusResponse& status) {
     member["shard_rank"] = m.shard_rank();
     member["step"] = m.step();
     member["last_heartbeat_ms"] = m.last_heartbeat_ms();
+    member["suspect"] = m.suspect();
     member["labels"] = nlohmann::json::object();
     for (const auto& [key, value] : m.labels()) member["labels"][key] = value;
     out["members"].push_back(member);
@@ -73,6 +76,13 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
       &out, "leader %s  standbys %s\n",
       status.leader().empty() ? "-" : status.leader(),
       status.standbys().empty() ? "-" : absl::StrJoin(status.standbys(), ","));
+  if (status.isolated()) {
+    absl::StrAppendFormat(
+        &out,
+        "ISOLATED for %d ms: most members are silent past their lease; no "
+        "one is declared dead until they are back\n",
+        status.isolated_ms());
+  }
   absl::StrAppendFormat(&out, "%-20s %-9s %5s %8s %10s %8s %14s  %s\n", "NAME",
                         "STATE", "RANK", "INSTANCE", "SHARD_RANK", "STEP",
                         "HEARTBEAT_MS", "LABELS");
@@ -82,10 +92,12 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
       labels.push_back(absl::StrCat(key, "=", value));
     }
     std::sort(labels.begin(), labels.end());
+    const std::string state =
+        absl::StrCat(MemberStateName(m.state()), m.suspect() ? "?" : "");
     absl::StrAppendFormat(&out, "%-20s %-9s %5d %8d %10d %8d %14d  %s\n",
-                          m.name(), MemberStateName(m.state()), m.rank(),
-                          m.instance(), m.shard_rank(), m.step(),
-                          m.last_heartbeat_ms(), absl::StrJoin(labels, ","));
+                          m.name(), state, m.rank(), m.instance(),
+                          m.shard_rank(), m.step(), m.last_heartbeat_ms(),
+                          absl::StrJoin(labels, ","));
   }
   return out;
 }

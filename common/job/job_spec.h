@@ -137,6 +137,14 @@ struct JobSpec {
   // alters the world of a proposal in flight supersedes it. 0: propose at
   // each change. At most half a lease.
   int64_t transition_settle_ms = DefaultTransitionSettleMs(lease_timeout_ms);
+  // When more than this fraction of the live members (at least 3 live) are
+  // past their lease at once, the coordinator judges itself cut off rather
+  // than them dead: it declares no one dead, records an `isolated` event
+  // and waits. 1: never.
+  double isolation_fraction = 0.5;
+  // A member excluded for a broken link to a peer is not placed in a world
+  // with that peer again for this long.
+  int64_t link_quarantine_ms = 600000;
   WorkloadSpec workload;
   CheckpointSpec checkpoint;
 };

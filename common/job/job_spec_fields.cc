@@ -329,6 +329,18 @@ const std::vector<JobSpecField>& Table() {
           "supersedes it. 0 proposes at each change. At most half a lease.")
           .Relate(&TransitionSettleFromLease, kSettleDefault->c_str(),
                   "[{min}, lease_timeout_ms / 2]"),
+      Number<&JobSpec::isolation_fraction>(
+          "isolation_fraction", 0, 1,
+          "When more than this fraction of the live members (at least 3 "
+          "live) are past their lease at once, the coordinator judges itself "
+          "cut off from them, not them dead: it declares no one dead, "
+          "records an isolated event and waits; members still silent one "
+          "lease after the rest came back are declared dead. 1: never.")
+          .MinExclusive(),
+      Int<&JobSpec::link_quarantine_ms>(
+          "link_quarantine_ms", 0, kDayMs,
+          "A member excluded because its link to a peer failed twice is not "
+          "placed in a world with that peer again for this long."),
       Enum<&WorkloadKindName, &ParseWorkloadKind, 4, &JobSpec::workload,
            &WorkloadSpec::kind>(
           "workload.kind", 64,

@@ -18,6 +18,7 @@ LeasePolicy LeasePolicyOf(const job::JobSpec& spec,
                           const MembershipOptions& options) {
   LeasePolicy p;
   p.lease_timeout_ms = spec.lease_timeout_ms;
+  p.isolation_fraction = spec.isolation_fraction;
   p.suspect_window_ms =
       options.suspect_window_ms > 0
           ? options.suspect_window_ms
@@ -234,10 +235,15 @@ absl::StatusOr<MemberState> Membership::ReportSuspect(
   int64_t now = clock_->NowMs();
   std::string why = absl::StrCat("reported by ", reporter->name, ": ",
                                  MemberTable::ClipReason(reason));
-  if (members_.SilentTooLong(*suspect, now)) {
-    ChangeLocked(absl::StrCat("member ", suspect->name,
-                              " suspect confirmed (silent ",
-                              members_.SilenceMs(*suspect, now), " ms)"));
+  const bool unwatched = suspect->lease->unwatched_since_ms.load() >= 0;
+  if (unwatched || members_.SilentTooLong(*suspect, now)) {
+    ChangeLocked(absl::StrCat(
+        "member ", suspect->name, " suspect confirmed (",
+        unwatched
+            ? std::string("its plan watch closed")
+            : absl::StrCat("silent ", members_.SilenceMs(*suspect, now), " ms"),
+        ")"));
+    NoteReportedLocked(*suspect, now);
     GoneLocked(*suspect, MemberState::kDead,
                absl::StrCat("suspect confirmed, ", why));
     ReconcileLocked();
@@ -333,8 +339,9 @@ void Membership::Tick() {
                 absl::StrCat("no tick for ", gap,
                              " ms: every live member gets one lease of grace"));
   }
-  for (const Expiry& e : members_.Expired(now)) {
+  for (const Expiry& e : ExpiredLocked(now)) {
     ChangeLocked(e.change);
+    if (!e.lease_expired) NoteReportedLocked(*members_.Find(e.worker_id), now);
     GoneLocked(*members_.Find(e.worker_id), MemberState::kDead, e.reason);
   }
   CheckTransitionTimeoutsLocked();
@@ -342,6 +349,69 @@ void Membership::Tick() {
   ReconcileLocked();
   ForgetGoneLocked();
   FlushLocked();
+}
+
+void Membership::WatchOpened(const std::string& worker_id) {
+  std::shared_ptr<MemberLease> lease = leases_->Find(worker_id);
+  if (lease == nullptr) return;
+  lease->watches.fetch_add(1);
+  lease->unwatched_since_ms.store(-1);
+}
+
+void Membership::WatchClosed(const std::string& worker_id) {
+  std::shared_ptr<MemberLease> lease = leases_->Find(worker_id);
+  if (lease == nullptr) return;
+  if (lease->watches.fetch_sub(1) == 1) {
+    lease->unwatched_since_ms.store(clock_->NowMs());
+  }
+}
+
+void Membership::NoteReportedLocked(const Member& m, int64_t now) {
+  int64_t since = m.lease->suspect_since_ms.load();
+  if (since < 0) since = now;
+  if (health_.reported_since_ms < 0 || since < health_.reported_since_ms) {
+    health_.reported_since_ms = since;
+  }
+}
+
+std::vector<Expiry> Membership::ExpiredLocked(int64_t now) {
+  std::vector<Expiry> expired = members_.Expired(now);
+  int lapsed = 0;
+  for (const Expiry& e : expired) lapsed += e.lease_expired ? 1 : 0;
+  const int live = static_cast<int>(members_.live_count());
+  const int64_t since = members_.isolation().since_ms();
+  switch (members_.isolation().Check(lapsed, live, now)) {
+    case IsolationGuard::Step::kNone:
+      return expired;
+    case IsolationGuard::Step::kStarted:
+      EventLocked(
+          "isolated",
+          absl::StrCat(lapsed, " of ", live,
+                       " live members silent for over a lease (",
+                       spec_.lease_timeout_ms,
+                       " ms): the coordinator is more likely cut off from "
+                       "them than they all died; it declares no one dead and "
+                       "waits (isolation_fraction ",
+                       spec_.isolation_fraction, ")"));
+      break;
+    case IsolationGuard::Step::kHeld:
+      break;
+    case IsolationGuard::Step::kEnded:
+      members_.RearmLeases(now);
+      EventLocked(
+          "isolation_ended",
+          absl::StrCat("after ", now - since, " ms: ", lapsed, " of ", live,
+                       " live members still silent; each gets one "
+                       "more lease"));
+      return {};
+  }
+  // Isolated: silence alone judges no one. A member a peer reported, and
+  // that stayed silent through the suspect grace, is dead all the same:
+  // the coordinator heard that peer.
+  expired.erase(std::remove_if(expired.begin(), expired.end(),
+                               [](const Expiry& e) { return e.lease_expired; }),
+                expired.end());
+  return expired;
 }
 
 void Membership::GoneLocked(Member& m, MemberState state,

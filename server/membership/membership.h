@@ -93,6 +93,8 @@ struct MemberView {
   int instance = -1;
   int shard_rank = -1;
   int64_t ms_since_heartbeat = 0;
+  // A peer reported it; the suspect grace has not run out.
+  bool suspect = false;
 };
 
 struct ClusterView {
@@ -106,12 +108,18 @@ struct ClusterView {
   int min_world = 0;
   int max_world = 0;
   int target_world = 0;
+  // The coordinator is cut off from most members (IsolationGuard): for how
+  // long (0: not isolated).
+  bool isolated = false;
+  int64_t isolated_ms = 0;
   std::vector<MemberView> members;  // live first, by rank, then join order
 };
 
 // Counters for metrics.
 struct MembershipStats {
   std::map<MemberState, int> members_by_state;
+  // The coordinator is cut off from most members (IsolationGuard).
+  bool isolated = false;
   int64_t epoch = 0;
   int64_t commits = 0;
   int64_t abandons = 0;
@@ -130,6 +138,9 @@ struct MembershipStats {
   int64_t last_checkpoint_ms = 0;
   // Failed rank writes reported (each leaves its checkpoint incomplete).
   int64_t checkpoint_failures = 0;
+  // Seconds from a peer's first report of a member to the proposal that
+  // followed its confirmed death.
+  DetectionHistogram failure_detection;
   // Transition phases given up for a timeout, and epochs whose preparation
   // a member reported failed.
   int64_t transition_timeouts = 0;
@@ -233,6 +244,14 @@ class Membership {
                                             int suspect_rank,
                                             const std::string& reason);
 
+  // The member's plan watch (its WatchPlan stream) opened or closed; takes
+  // no lock of the membership's. A suspect whose every watch closed is
+  // confirmed dead at once (by ReportSuspect, or by the next Tick): a
+  // killed process's connections close at once, while a paused one's stay
+  // open and its lease judges it. Unknown ids are ignored.
+  void WatchOpened(const std::string& worker_id);
+  void WatchClosed(const std::string& worker_id);
+
   // Graceful leave. A member holding a rank in the stable epoch of a job
   // that is neither finished nor failed hands over: it becomes DRAINING,
   // the world is re-planned without it (it stays a source of moves) and the
@@ -322,6 +341,15 @@ class Membership {
                    const std::string& change, const std::string& event)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool HealthyLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The members whose lease or suspect grace ran out at `now`, unless the
+  // coordinator is cut off from most of them (IsolationGuard: then none,
+  // with an event when the isolation begins or ends).
+  std::vector<Expiry> ExpiredLocked(int64_t now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A peer's report of `m` is confirmed at `now`: the detection time runs
+  // from its first report to the next proposal.
+  void NoteReportedLocked(const Member& m, int64_t now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetGoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -40,10 +40,13 @@ ClusterView Membership::View() {
   v.max_world = spec_.world.max;
   v.target_world = world_.target();
   int64_t now = clock_->NowMs();
+  v.isolated = members_.isolation().isolated();
+  if (v.isolated) v.isolated_ms = now - members_.isolation().since_ms();
   int d = committed.world > 0 ? committed.world / committed.instances : 1;
   for (const auto& [id, m] : members_.all()) {
     MemberView mv;
     mv.member = MemberTable::Copy(m);
+    mv.suspect = IsLive(m.state) && m.lease->suspect_since_ms.load() >= 0;
     mv.member.token.clear();
     mv.member.lease = nullptr;
     if (m.rank >= 0) {
@@ -102,6 +105,7 @@ std::string Membership::FailureReason() {
 MembershipStats Membership::Stats() {
   absl::MutexLock lock(&mu_);
   MembershipStats s;
+  s.isolated = members_.isolation().isolated();
   const TransitionCounts& t = transition_.counts();
   s.commits = t.commits;
   s.abandons = t.abandons;
@@ -110,6 +114,7 @@ MembershipStats Membership::Stats() {
   s.reshard_bytes = t.reshard_bytes;
   s.last_reshard_seconds = t.last_reshard_seconds;
   s.superseded = health_.superseded;
+  s.failure_detection = health_.detection;
   s.transition_timeouts = health_.timeouts;
   s.prepare_failures = health_.prepare_failures;
   s.epoch = transition_.committed().epoch;

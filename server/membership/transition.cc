@@ -142,6 +142,12 @@ void Membership::ProposeLocked(int world) {
   }
   if (!PlanMovesLocked(p)) return;
   LogRefused(transition_.Propose(p));
+  if (health_.reported_since_ms >= 0) {
+    health_.detection.Observe(
+        static_cast<double>(clock_->NowMs() - health_.reported_since_ms) /
+        1000.0);
+    health_.reported_since_ms = -1;
+  }
   health_.phase_since_ms = clock_->NowMs();
   RecordEpochLocked(p, EpochStatus::kProposed, false, "in progress");
   SaveMetaLocked();

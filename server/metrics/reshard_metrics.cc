@@ -1,4 +1,5 @@
-// RenderReshardMetrics: six families from MembershipStats.
+// RenderReshardMetrics: the transition, failure and checkpoint families
+// from MembershipStats.
 #include "server/metrics/reshard_metrics.h"
 
 #include <algorithm>
@@ -46,6 +47,28 @@ std::string RenderReshardMetrics(const MembershipStats& stats, int64_t now_ms) {
   AppendFamily(&out, "zshard_transition_timeouts_total", "counter",
                "Transition phases given up after transition_timeout_ms.",
                absl::StrCat(stats.transition_timeouts));
+  AppendFamily(&out, "zshard_isolated", "gauge",
+               "1 while the coordinator is cut off from most members "
+               "(isolation_fraction): it declares no one dead and waits.",
+               stats.isolated ? "1" : "0");
+  AppendFamily(&out, "zshard_failure_detection_seconds", "histogram",
+               "Seconds from a peer's first report of a member to the "
+               "proposal that followed its confirmed death.",
+               "");
+  const DetectionHistogram& d = stats.failure_detection;
+  int64_t cumulative = 0;
+  for (int i = 0; i <= DetectionHistogram::kBuckets; ++i) {
+    cumulative += d.counts[i];
+    const std::string le =
+        i < DetectionHistogram::kBuckets
+            ? absl::StrFormat("%g", DetectionHistogram::kBounds[i])
+            : std::string("+Inf");
+    absl::StrAppend(&out, "zshard_failure_detection_seconds_bucket{le=\"", le,
+                    "\"} ", cumulative, "\n");
+  }
+  absl::StrAppend(&out, "zshard_failure_detection_seconds_sum ",
+                  absl::StrFormat("%.6f", d.sum), "\n",
+                  "zshard_failure_detection_seconds_count ", d.count, "\n");
   AppendFamily(&out, "zshard_checkpoint_step", "gauge",
                "The training step the newest committed checkpoint holds.",
                checkpointed ? absl::StrCat(std::max<int64_t>(

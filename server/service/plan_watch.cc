@@ -103,6 +103,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* PlanWatchHub::Open(
   if (!session.ok()) {
     r->Reject(session);
   } else {
+    r->StartWatching();
     r->StartSendInitialMetadata();  // the client sees the stream is open
     r->Poke();
   }
@@ -158,7 +159,15 @@ PlanWatchReactor::PlanWatchReactor(PlanWatchHub* hub, std::string worker_id)
   hub_->Register(this);
 }
 
-void PlanWatchReactor::Unregister() { hub_->Unregister(this); }
+void PlanWatchReactor::StartWatching() {
+  watching_ = true;
+  hub_->membership()->WatchOpened(worker_id_);
+}
+
+void PlanWatchReactor::Unregister() {
+  hub_->Unregister(this);
+  if (watching_) hub_->membership()->WatchClosed(worker_id_);
+}
 
 void PlanWatchReactor::FetchLocked() {
   int64_t after = seq_;

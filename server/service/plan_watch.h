@@ -113,6 +113,9 @@ class PlanWatchHub {
 class PlanWatchReactor final : public QueuedWriteReactor<grpc::ByteBuffer> {
  public:
   PlanWatchReactor(PlanWatchHub* hub, std::string worker_id);
+  // The session was valid: tells the membership this watch is open (and,
+  // at Unregister, that it closed).
+  void StartWatching();
 
  private:
   void FetchLocked() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -120,6 +123,8 @@ class PlanWatchReactor final : public QueuedWriteReactor<grpc::ByteBuffer> {
 
   PlanWatchHub* const hub_;
   const std::string worker_id_;
+  // The session was valid: the membership counts this watch as open.
+  bool watching_ = false;
   int64_t seq_ ABSL_GUARDED_BY(mu_) = -1;
 };
 

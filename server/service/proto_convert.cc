@@ -130,6 +130,8 @@ void ToProto(const ClusterView& view, v1::GetClusterStatusResponse* out) {
   out->set_min_world(view.min_world);
   out->set_max_world(view.max_world);
   out->set_target_world(view.target_world);
+  out->set_isolated(view.isolated);
+  out->set_isolated_ms(view.isolated_ms);
   for (const MemberView& mv : view.members) {
     const Member& m = mv.member;
     v1::MemberStatus* s = out->add_members();
@@ -143,6 +145,7 @@ void ToProto(const ClusterView& view, v1::GetClusterStatusResponse* out) {
     s->set_last_heartbeat_ms(mv.ms_since_heartbeat);
     s->mutable_labels()->insert(m.labels.begin(), m.labels.end());
     s->set_address(m.address);
+    s->set_suspect(mv.suspect);
   }
 }
 

@@ -19,6 +19,13 @@ void LeaseBook::Erase(const std::string& worker_id) {
   by_id_.erase(worker_id);
 }
 
+std::shared_ptr<MemberLease> LeaseBook::Find(
+    const std::string& worker_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = by_id_.find(worker_id);
+  return it == by_id_.end() ? nullptr : it->second;
+}
+
 absl::StatusOr<std::shared_ptr<MemberLease>> LeaseBook::Session(
     const std::string& worker_id, const std::string& token) const {
   if (worker_id.empty()) {

@@ -35,6 +35,11 @@ struct MemberLease {
   std::atomic<int> rank{-1};  // in the committed epoch
   // DRAINING and holding no rank any more: the heartbeat says COMMAND_DRAIN.
   std::atomic<bool> drain_now{false};
+  // The member's plan watches (WatchPlan streams) open now, and since when
+  // none is (-1: one is open, or none was ever opened). A killed process's
+  // connections close at once: a suspect whose watch closed too is dead.
+  std::atomic<int> watches{0};
+  std::atomic<int64_t> unwatched_since_ms{-1};
 
   // A heartbeat at `now_ms` reporting `epoch` and `step`; ends a pending
   // suspect check.
@@ -63,6 +68,8 @@ class LeaseBook {
   // one, Unauthenticated for a wrong token. The caller checks the state.
   absl::StatusOr<std::shared_ptr<MemberLease>> Session(
       const std::string& worker_id, const std::string& token) const;
+  // The lease of `worker_id`, or null.
+  std::shared_ptr<MemberLease> Find(const std::string& worker_id) const;
 
  private:
   mutable absl::Mutex mu_;

@@ -263,15 +263,21 @@ std::vector<Expiry> MemberTable::Expired(int64_t now_ms) const {
     if (!IsLive(m.state)) continue;
     const int64_t silent = SilenceMs(m, now_ms);
     const int64_t suspect_since = m.lease->suspect_since_ms.load();
+    const bool unwatched = m.lease->unwatched_since_ms.load() >= 0;
+    const bool confirmed =
+        suspect_since >= 0 &&
+        (unwatched || now_ms - suspect_since > policy_.suspect_grace_ms);
     if (silent > policy_.lease_timeout_ms) {
       out.push_back({id, absl::StrCat("member ", m.name, "'s lease expired"),
                      absl::StrCat("lease expired after ", silent,
                                   " ms without a heartbeat (lease ",
-                                  policy_.lease_timeout_ms, " ms)")});
-    } else if (suspect_since >= 0 &&
-               now_ms - suspect_since > policy_.suspect_grace_ms) {
+                                  policy_.lease_timeout_ms, " ms)"),
+                     !confirmed});
+    } else if (confirmed) {
       out.push_back({id, absl::StrCat("member ", m.name, " suspect confirmed"),
-                     "suspect confirmed: no heartbeat after the report"});
+                     unwatched ? "suspect confirmed: its plan watch closed too"
+                               : "suspect confirmed: no heartbeat after the "
+                                 "report"});
     }
   }
   return out;

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/membership/members/isolation_guard.h"
 #include "server/membership/members/lease_book.h"
 #include "server/state/types.h"
 
@@ -31,6 +32,9 @@ struct LeasePolicy {
   int64_t lease_timeout_ms = 0;
   // A suspect silent for longer than this is DEAD at once.
   int64_t suspect_window_ms = 0;
+  // More than this fraction of the live members past their lease at once
+  // is the coordinator's isolation (IsolationGuard). 1: never.
+  double isolation_fraction = 1;
   // A suspect that does not heartbeat within this time after the report is
   // DEAD.
   int64_t suspect_grace_ms = 0;
@@ -41,6 +45,9 @@ struct Expiry {
   std::string worker_id;
   std::string change;  // "member w1's lease expired"
   std::string reason;  // why it is DEAD
+  // Its lease ran out, and no peer's report of it was confirmed: the
+  // silence alone judges it (see IsolationGuard).
+  bool lease_expired = false;
 };
 
 // Thread-compatible: the membership calls it under its lock. Self-contained
@@ -50,7 +57,8 @@ struct Expiry {
 // each state and rank change into it.
 class MemberTable {
  public:
-  explicit MemberTable(LeasePolicy policy) : policy_(policy) {}
+  explicit MemberTable(LeasePolicy policy)
+      : policy_(policy), isolation_(policy.isolation_fraction) {}
 
   // The leases of every member (thread-safe; lives as long as the table).
   LeaseBook* leases() { return &leases_; }
@@ -104,6 +112,10 @@ class MemberTable {
   // process was stopped or starved: every live member first gets one lease
   // of grace (RearmLeases). Returns that gap in ms (0: none).
   int64_t TickAfterPause(int64_t now_ms, int64_t gap_ms);
+  // Whether the coordinator is cut off from most members (Expired's lease
+  // expiries against the live count, once a tick).
+  IsolationGuard& isolation() { return isolation_; }
+  const IsolationGuard& isolation() const { return isolation_; }
   // `m` stops counting: `state` (DEAD or LEFT) with `reason`. False (and
   // nothing changes) when it was not live.
   bool MarkGone(Member& m, MemberState state, const std::string& reason);
@@ -157,6 +169,7 @@ class MemberTable {
   int64_t next_join_seq_ = 1;
   // The clock at the last tick (-1: none yet).
   int64_t last_tick_ms_ = -1;
+  IsolationGuard isolation_;
 };
 
 }  // namespace zshard::server

@@ -10,6 +10,25 @@
 
 namespace zshard::server {
 
+// Seconds from a peer's first report of a member to the proposal that
+// followed its confirmed death, in fixed buckets (Prometheus histogram).
+struct DetectionHistogram {
+  static constexpr double kBounds[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  static constexpr int kBuckets = sizeof(kBounds) / sizeof(kBounds[0]);
+  // counts[i]: observations <= kBounds[i] (not cumulative); counts[kBuckets]:
+  // the rest.
+  int64_t counts[kBuckets + 1] = {};
+  int64_t count = 0;
+  double sum = 0;
+  void Observe(double seconds) {
+    int i = 0;
+    while (i < kBuckets && seconds > kBounds[i]) ++i;
+    ++counts[i];
+    ++count;
+    sum += seconds;
+  }
+};
+
 // A training step that failed in a stable epoch, as a member reported it.
 struct StepFailure {
   int64_t epoch = 0;  // 0: none reported
@@ -40,6 +59,10 @@ struct TransitionHealth {
   // Proposals abandoned because a later change altered their world,
   // phases given up for a timeout, and epochs a member could not prepare.
   int64_t superseded = 0;
+  // The first report of a member whose death was confirmed since the last
+  // proposal (-1: none), and the detection times observed.
+  int64_t reported_since_ms = -1;
+  DetectionHistogram detection;
   int64_t timeouts = 0;
   int64_t prepare_failures = 0;
 };

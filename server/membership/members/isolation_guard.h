@@ -1,0 +1,43 @@
+// The coordinator's own isolation (docs/operations.md, "Network faults"):
+// when most live members fall silent past their lease at once, the
+// coordinator more likely lost its links to them than they all died, and
+// training needs no coordinator between epochs. So it declares no one dead
+// and waits; once most are back, the ones still silent get one more lease
+// before they are judged as usual. The Kubernetes node controller stops
+// evicting in a mostly unhealthy zone for the same reason.
+#pragma once
+
+#include <cstdint>
+
+namespace zshard::server {
+
+// Thread-compatible: the membership calls it under its lock, once a tick.
+class IsolationGuard {
+ public:
+  // `fraction` in (0, 1]: more than fraction x live silent members (with at
+  // least kMinLive live) is isolation; 1 never is.
+  explicit IsolationGuard(double fraction) : fraction_(fraction) {}
+
+  // The fewest live members for which silence of most of them means
+  // isolation: with one or two, the coordinator cannot tell.
+  static constexpr int kMinLive = 3;
+
+  enum class Step {
+    kNone,     // not isolated: expired members are dead as usual
+    kStarted,  // isolation began at this tick: declare no one dead
+    kHeld,     // still isolated: declare no one dead
+    kEnded,    // most are back: every live member gets one lease of grace
+  };
+  // `silent` of `live` members are past their lease at `now_ms`.
+  Step Check(int silent, int live, int64_t now_ms);
+
+  bool isolated() const { return since_ms_ >= 0; }
+  // When the isolation began (-1: not isolated).
+  int64_t since_ms() const { return since_ms_; }
+
+ private:
+  const double fraction_;
+  int64_t since_ms_ = -1;
+};
+
+}  // namespace zshard::server
