@@ -58,6 +58,7 @@ nlohmann::json ClusterStatusToJson(const v1::GetClusterStatusResponse& status) {
     member["step"] = m.step();
     member["last_heartbeat_ms"] = m.last_heartbeat_ms();
     member["suspect"] = m.suspect();
+    member["quarantine"] = m.quarantine();
     member["labels"] = nlohmann::json::object();
     for (const auto& [key, value] : m.labels()) member["labels"][key] = value;
     out["members"].push_back(member);
@@ -98,6 +99,11 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
                           m.name(), state, m.rank(), m.instance(),
                           m.shard_rank(), m.step(), m.last_heartbeat_ms(),
                           absl::StrJoin(labels, ","));
+  }
+  for (const v1::MemberStatus& m : status.members()) {
+    if (m.quarantine().empty()) continue;
+    absl::StrAppendFormat(&out, "quarantined: %s %s\n", m.name(),
+                          m.quarantine());
   }
   return out;
 }

@@ -429,7 +429,14 @@ void Membership::GoneLocked(Member& m, MemberState state,
 }
 
 bool Membership::HealthyLocked(const Member& m) const {
-  return IsLive(m.state) && m.state != MemberState::kDraining;
+  if (!IsLive(m.state) || m.state == MemberState::kDraining) return false;
+  // Kept apart from a peer that is itself healthy: no world has both.
+  const Quarantine* q =
+      health_.links.QuarantineOf(m.worker_id, clock_->NowMs());
+  if (q == nullptr) return true;
+  const Member* peer = members_.Find(q->peer);
+  return peer == nullptr || !IsLive(peer->state) ||
+         peer->state == MemberState::kDraining;
 }
 
 void Membership::ForgetGoneLocked() {
@@ -441,6 +448,7 @@ void Membership::ForgetGoneLocked() {
   for (const std::string& id :
        members_.Forget(options_.max_gone_members, pinned)) {
     publisher_.batch().Forget(id);
+    health_.links.Forget(id);
   }
 }
 

@@ -95,6 +95,9 @@ struct MemberView {
   int64_t ms_since_heartbeat = 0;
   // A peer reported it; the suspect grace has not run out.
   bool suspect = false;
+  // Kept out of any world with a peer after their link failed twice:
+  // "apart from NAME for N s: reason" (empty: not quarantined).
+  std::string quarantine;
 };
 
 struct ClusterView {
@@ -141,6 +144,10 @@ struct MembershipStats {
   // Seconds from a peer's first report of a member to the proposal that
   // followed its confirmed death.
   DetectionHistogram failure_detection;
+  // Links between members reported failed (each pair once an epoch), and
+  // members excluded for a link that failed twice.
+  int64_t link_failures = 0;
+  int64_t exclusions = 0;
   // Transition phases given up for a timeout, and epochs whose preparation
   // a member reported failed.
   int64_t transition_timeouts = 0;
@@ -162,6 +169,12 @@ struct PrepareFailure {
   std::string source;
   bool source_is_checkpoint = false;
   int64_t step = 0;
+  // The peer this member could not reach, by rank in the epoch (-1: none
+  // named), its communicator group, and whether its connection closed or
+  // reset (rather than could not be made): see LinkBook.
+  int peer_rank = -1;
+  std::string peer_group;
+  bool peer_closed = false;
 };
 
 // Thread-safe. Every public method takes the one internal lock (the parts
@@ -386,6 +399,15 @@ class Membership {
   void BreakCommittedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A member reported that a training step failed in the stable epoch
   // (worker_reports.cc): recorded, with an event, once per epoch.
+  // A FAILED ack named the peer `failure.peer_rank` of `epoch`: counts
+  // the link between them (event link_failed) and, when that pair failed
+  // twice, excludes one end (event excluded; see LinkBook).
+  void LinkFailedLocked(const Member& reporter, int64_t epoch,
+                        const PrepareFailure& failure)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A broken epoch is proposed again after a back-off: 100 ms, doubling
+  // with each break in a row, at most 10 s (reset once an epoch is stable).
+  void BackOffLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StepFailedLocked(const Member& reporter, int64_t epoch,
                         const PrepareFailure& failure)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "server/membership/membership.h"
 
 namespace zshard::server {
@@ -47,6 +48,12 @@ ClusterView Membership::View() {
     MemberView mv;
     mv.member = MemberTable::Copy(m);
     mv.suspect = IsLive(m.state) && m.lease->suspect_since_ms.load() >= 0;
+    if (const Quarantine* q = health_.links.QuarantineOf(m.worker_id, now);
+        q != nullptr && IsLive(m.state)) {
+      mv.quarantine =
+          absl::StrCat("apart from ", q->peer_name, " for ",
+                       (q->until_ms - now + 999) / 1000, " s: ", q->reason);
+    }
     mv.member.token.clear();
     mv.member.lease = nullptr;
     if (m.rank >= 0) {
@@ -115,6 +122,8 @@ MembershipStats Membership::Stats() {
   s.last_reshard_seconds = t.last_reshard_seconds;
   s.superseded = health_.superseded;
   s.failure_detection = health_.detection;
+  s.link_failures = health_.links.failures();
+  s.exclusions = health_.links.exclusions();
   s.transition_timeouts = health_.timeouts;
   s.prepare_failures = health_.prepare_failures;
   s.epoch = transition_.committed().epoch;

@@ -86,6 +86,8 @@ void Membership::ReconcileLocked() {
     return;
   }
   world_.Clear();
+  // A broken epoch is proposed again only after its back-off.
+  if (clock_->NowMs() < health_.retry_at_ms) return;
   ProposeLocked(w);
 }
 
@@ -316,6 +318,9 @@ void Membership::CommitLocked() {
 
 void Membership::StableLocked() {
   health_.avoid_sources.clear();
+  health_.links.ClearCounts();  // its links work
+  health_.breaks_in_row = 0;
+  health_.retry_at_ms = 0;
   const EpochPlan& c = transition_.committed();
   LogRefused(transition_.MarkStable(
       std::max<int64_t>(0, clock_->NowMs() - c.committed_ms)));

@@ -3,6 +3,7 @@
 // the job's transition_timeout_ms. Either way an event says who and why, a
 // damaged checkpoint is taken out of use, and the coordinator proposes again:
 // no transition waits forever.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,65 @@ std::string NameList(const std::vector<std::string>& names) {
 void Membership::BreakCommittedLocked() {
   health_.failed_epoch = transition_.committed().epoch;
   health_.committed_broken = true;
+  BackOffLocked();
+}
+
+void Membership::BackOffLocked() {
+  constexpr int64_t kFirstMs = 100;
+  constexpr int64_t kMaxMs = 10000;
+  const int doublings = std::min(health_.breaks_in_row, 10);
+  health_.retry_at_ms =
+      clock_->NowMs() + std::min(kMaxMs, kFirstMs << doublings);
+  ++health_.breaks_in_row;
+}
+
+void Membership::LinkFailedLocked(const Member& reporter, int64_t epoch,
+                                  const PrepareFailure& failure) {
+  const EpochPlan& committed = transition_.committed();
+  if (failure.peer_rank < 0 || epoch != committed.epoch ||
+      failure.peer_rank >= committed.world) {
+    return;
+  }
+  Member* peer = members_.Find(committed.slots[failure.peer_rank].worker_id);
+  if (peer == nullptr || peer->worker_id == reporter.worker_id) return;
+  const auto [count, fresh] =
+      health_.links.Record(reporter.worker_id, peer->worker_id, epoch);
+  if (!fresh) return;
+  const std::string link =
+      absl::StrCat("member ", reporter.name, " <-> member ", peer->name,
+                   failure.peer_group.empty()
+                       ? std::string()
+                       : absl::StrCat(" (group ", failure.peer_group, ")"));
+  EventLocked("link_failed",
+              absl::StrCat("epoch ", epoch, ": ", link,
+                           failure.peer_closed ? " closed: " : " not made: ",
+                           MemberTable::ClipReason(failure.error), " (failure ",
+                           count, " of this pair)"));
+  if (count < 2 || !IsLive(peer->state)) return;
+  auto later = [this](const std::string& a, const std::string& b) {
+    const Member* ma = members_.Find(a);
+    const Member* mb = members_.Find(b);
+    return ma != nullptr && mb != nullptr && ma->join_seq > mb->join_seq;
+  };
+  const std::string out =
+      health_.links.ChooseEnd(reporter.worker_id, peer->worker_id, later);
+  const Member* excluded = out == reporter.worker_id ? &reporter : peer;
+  const Member* other = out == reporter.worker_id ? peer : &reporter;
+  Quarantine q;
+  q.peer = other->worker_id;
+  q.peer_name = other->name;
+  q.until_ms = clock_->NowMs() + spec_.link_quarantine_ms;
+  q.reason =
+      absl::StrCat("its link to member ", other->name,
+                   " failed twice: ", MemberTable::ClipReason(failure.error));
+  EventLocked(
+      "excluded",
+      absl::StrCat("member ", excluded->name, " excluded: ", q.reason,
+                   "; it stays a spare, kept out of any world with ",
+                   other->name, " for ", spec_.link_quarantine_ms, " ms"));
+  ChangeLocked(absl::StrCat("member ", excluded->name,
+                            " excluded for a broken link to ", other->name));
+  health_.links.Exclude(excluded->worker_id, std::move(q));
 }
 
 absl::StatusOr<PlanPhase> Membership::AckFailed(const std::string& worker_id,
@@ -40,9 +100,11 @@ absl::StatusOr<PlanPhase> Membership::AckFailed(const std::string& worker_id,
   Change lock(this);
   ZSHARD_ASSIGN_OR_RETURN(Member * m, members_.Session(worker_id, token));
   const EpochPlan& committed = transition_.committed();
+  LinkFailedLocked(*m, epoch, failure);
   if (failure.step > 0 && epoch == committed.epoch && epoch != 0 &&
       transition_.committed_stable()) {
     StepFailedLocked(*m, epoch, failure);
+    ReconcileLocked();  // an exclusion re-plans at once
     FlushLocked();
     return PlanPhase::kStable;
   }

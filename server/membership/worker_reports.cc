@@ -84,6 +84,7 @@ void Membership::CheckStepFailureLocked() {
   EventLocked("replan", absl::StrCat("epoch ", committed.epoch, ": ", why));
   settle_.set_reason(why);
   health_.step_failed_epoch = committed.epoch;
+  BackOffLocked();
 }
 
 }  // namespace zshard::server

@@ -51,6 +51,13 @@ std::string RenderReshardMetrics(const MembershipStats& stats, int64_t now_ms) {
                "1 while the coordinator is cut off from most members "
                "(isolation_fraction): it declares no one dead and waits.",
                stats.isolated ? "1" : "0");
+  AppendFamily(&out, "zshard_link_failures_total", "counter",
+               "Links between two members reported failed (each pair once an "
+               "epoch).",
+               absl::StrCat(stats.link_failures));
+  AppendFamily(&out, "zshard_exclusions_total", "counter",
+               "Members excluded because their link to a peer failed twice.",
+               absl::StrCat(stats.exclusions));
   AppendFamily(&out, "zshard_failure_detection_seconds", "histogram",
                "Seconds from a peer's first report of a member to the "
                "proposal that followed its confirmed death.",

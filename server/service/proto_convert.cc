@@ -146,6 +146,7 @@ void ToProto(const ClusterView& view, v1::GetClusterStatusResponse* out) {
     s->mutable_labels()->insert(m.labels.begin(), m.labels.end());
     s->set_address(m.address);
     s->set_suspect(mv.suspect);
+    s->set_quarantine(mv.quarantine);
   }
 }
 

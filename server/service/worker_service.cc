@@ -170,6 +170,11 @@ grpc::Status WorkerServiceImpl::DoAck(RpcScope& scope,
       failure.source = req->failed_source().substr(0, 1024);
       failure.source_is_checkpoint = req->source_is_checkpoint();
       failure.step = req->step();
+      if (req->has_peer_rank()) {
+        failure.peer_rank = req->peer_rank();
+        failure.peer_group = req->peer_group().substr(0, 128);
+        failure.peer_closed = req->peer_closed();
+      }
       r = membership_->AckFailed(req->worker_id(), req->token(), req->epoch(),
                                  failure);
       break;

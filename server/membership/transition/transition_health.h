@@ -8,6 +8,8 @@
 #include <set>
 #include <string>
 
+#include "server/membership/transition/link_book.h"
+
 namespace zshard::server {
 
 // Seconds from a peer's first report of a member to the proposal that
@@ -63,6 +65,12 @@ struct TransitionHealth {
   // proposal (-1: none), and the detection times observed.
   int64_t reported_since_ms = -1;
   DetectionHistogram detection;
+  // Failed links between members and the quarantines of excluded ones.
+  LinkBook links;
+  // Epochs broken in a row since the last stable one, and the earliest
+  // time the next proposal may come (the back-off).
+  int breaks_in_row = 0;
+  int64_t retry_at_ms = 0;
   int64_t timeouts = 0;
   int64_t prepare_failures = 0;
 };
