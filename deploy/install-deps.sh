@@ -5,6 +5,8 @@
 # trainer workload and the benchmarks' baselines use it. python3-pip: the
 # Python package's test installs it with `pip install ./python`, offline.
 # etcd-server: the etcd state store's tests start their own etcd.
+# iproute2 and nftables: the network-fault tests make network namespaces,
+# veths, a bridge, blackhole routes, tc tbf and nftables drop rules.
 #   --with-baselines   accepted for compatibility; torch is always installed
 set -euo pipefail
 
@@ -15,7 +17,7 @@ PACKAGES=(
   nlohmann-json3-dev libsqlite3-dev libcpp-httplib-dev libssl-dev
   python3 python3-pip python3-prometheus-client python3-torch
   clang-14 libclang-rt-14-dev openssl procps tmux bsdutils
-  etcd-server
+  etcd-server iproute2 nftables
   nodejs npm
 )
 if [[ -n "${1:-}" && "$1" != "--with-baselines" ]]; then

@@ -74,6 +74,13 @@ ElasticRun::ElasticRun(ElasticJob job) : job_(std::move(job)) {
   }
 }
 
+void ElasticRun::PlaceCoordinator(Placement placement) {
+  cluster_.PlaceCoordinator(std::move(placement));
+  probes_.clear();
+  current_ = 0;
+  probes_.push_back(std::make_unique<DashboardProbe>(cluster_.address()));
+}
+
 absl::Status ElasticRun::Start(const std::vector<std::string>& extra_flags) {
   TestJob test_job;
   test_job.spec = job_.ToJson();

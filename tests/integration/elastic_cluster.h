@@ -68,6 +68,10 @@ class ElasticRun {
   // A relative job.checkpoint_dir becomes File(checkpoint_dir).
   explicit ElasticRun(ElasticJob job);
 
+  // Before Start(): the coordinator runs under `placement` (e.g. in a
+  // NetHosts host) and the probes call it there. Workers and zshardctl are
+  // placed with cluster().PlaceWorker() and PlaceCtl().
+  void PlaceCoordinator(Placement placement);
   // Starts the coordinator with `extra_flags` (e.g. --restore DIR).
   absl::Status Start(const std::vector<std::string>& extra_flags = {});
   // Instead of Start(), for several coordinators the caller starts and

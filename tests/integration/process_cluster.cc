@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -13,6 +14,18 @@
 #include "tests/testing/wait_for.h"
 
 namespace zshard::testing {
+
+namespace {
+
+// The placement's prefix followed by `argv`.
+std::vector<std::string> Prefixed(const Placement& placement,
+                                  std::vector<std::string> argv) {
+  std::vector<std::string> out = placement.prefix;
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+}  // namespace
 
 std::string TestJob::ToJson() const {
   if (spec.has_value()) return spec->dump(2);
@@ -30,13 +43,25 @@ std::string TestJob::ToJson() const {
 
 ProcessCluster::ProcessCluster() : port_(PickFreePort()) {}
 
+void ProcessCluster::PlaceCoordinator(Placement placement) {
+  coordinator_placement_ = std::move(placement);
+}
+
+void ProcessCluster::PlaceWorker(const std::string& name, Placement placement) {
+  worker_placements_[name] = std::move(placement);
+}
+
+void ProcessCluster::PlaceCtl(Placement placement) {
+  ctl_placement_ = std::move(placement);
+}
+
 std::string ProcessCluster::Bin(const std::string& name) {
   const char* dir = std::getenv("ZSHARD_BIN_DIR");
   return absl::StrCat(dir != nullptr ? dir : "build/bin", "/", name);
 }
 
 std::string ProcessCluster::address() const {
-  return absl::StrCat("127.0.0.1:", port_);
+  return absl::StrCat(coordinator_placement_.host, ":", port_);
 }
 
 absl::Status ProcessCluster::StartCoordinator(
@@ -64,7 +89,7 @@ absl::Status ProcessCluster::StartCoordinator(
 absl::Status ProcessCluster::RestartCoordinator(bool wait) {
   if (coordinator_ != nullptr) coordinator_->Kill();
   Subprocess::Options options;
-  options.argv = coordinator_flags_;
+  options.argv = Prefixed(coordinator_placement_, coordinator_flags_);
   options.stdout_path =
       dir_.File(absl::StrCat("coordinator-", coordinator_starts_, ".out"));
   options.stderr_path =
@@ -96,6 +121,15 @@ absl::StatusOr<Subprocess*> ProcessCluster::StartWorker(
                   name,
                   "--labels",
                   absl::StrCat("node=n-", name)};
+  auto placed = worker_placements_.find(name);
+  if (placed != worker_placements_.end()) {
+    options.argv = Prefixed(placed->second, options.argv);
+    for (const std::string& flag :
+         {std::string("--comm-transport"), std::string("tcp"),
+          std::string("--comm-host"), placed->second.host}) {
+      options.argv.push_back(flag);
+    }
+  }
   options.argv.insert(options.argv.end(), extra_flags.begin(),
                       extra_flags.end());
   const int n = worker_starts_[name]++;
@@ -123,7 +157,8 @@ std::string ProcessCluster::WorkerLog(const std::string& name) const {
 
 int ProcessCluster::RunCtl(const std::vector<std::string>& args) {
   Subprocess::Options options;
-  options.argv = {Bin("zshardctl"), "--coordinator", address()};
+  options.argv =
+      Prefixed(ctl_placement_, {Bin("zshardctl"), "--coordinator", address()});
   options.argv.insert(options.argv.end(), args.begin(), args.end());
   options.stdout_path = dir_.File("ctl.out");
   options.stderr_path = dir_.File("ctl.err");

@@ -33,10 +33,29 @@ struct TestJob {
   std::string ToJson() const;
 };
 
+// Where a process of the cluster runs: `prefix` is prepended to its
+// command line (e.g. NetHosts::Command(i), which enters a network
+// namespace) and `host` is the address it listens on or is reached at.
+// The default is the test's own namespace on 127.0.0.1.
+struct Placement {
+  std::vector<std::string> prefix;
+  std::string host = "127.0.0.1";
+};
+
 // Owns its processes (killed with SIGKILL on destruction). Not thread-safe.
 class ProcessCluster {
  public:
   ProcessCluster();
+
+  // Before StartCoordinator(): the coordinator runs under `placement` and
+  // listens on placement.host at the cluster's port (address() follows).
+  void PlaceCoordinator(Placement placement);
+  // Workers started under `name` from now on run under `placement`, with
+  // --comm-transport tcp --comm-host placement.host before their extra
+  // flags: their peers reach their collectives at that host.
+  void PlaceWorker(const std::string& name, Placement placement);
+  // zshardctl (Status(), RunCtl()) runs under `placement`.
+  void PlaceCtl(Placement placement);
 
   // Writes the job file and starts the coordinator on a fixed free port
   // with `extra_flags` (and --state-dir in the temp dir unless they hold
@@ -72,6 +91,7 @@ class ProcessCluster {
       const std::function<bool(const nlohmann::json&)>& predicate,
       int64_t timeout_ms, const std::vector<std::string>& flags = {});
 
+  // The coordinator's HOST:PORT (127.0.0.1 unless placed elsewhere).
   std::string address() const;
   const TempDir& dir() const { return dir_; }
   static std::string Bin(const std::string& name);
@@ -79,6 +99,9 @@ class ProcessCluster {
  private:
   TempDir dir_;
   int port_ = 0;
+  Placement coordinator_placement_;
+  Placement ctl_placement_;
+  std::map<std::string, Placement> worker_placements_;
   std::vector<std::string> coordinator_flags_;
   int coordinator_starts_ = 0;
   std::unique_ptr<Subprocess> coordinator_;
