@@ -23,9 +23,10 @@ LeasePolicy LeasePolicyOf(const job::JobSpec& spec,
       options.suspect_window_ms > 0
           ? options.suspect_window_ms
           : std::min(2 * spec.heartbeat_interval_ms, spec.lease_timeout_ms / 2);
-  p.suspect_grace_ms = options.suspect_grace_ms > 0
-                           ? options.suspect_grace_ms
-                           : spec.heartbeat_interval_ms * 3 / 2;
+  p.suspect_grace_ms =
+      options.suspect_grace_ms > 0
+          ? options.suspect_grace_ms
+          : std::min(3 * spec.heartbeat_interval_ms, spec.lease_timeout_ms);
   return p;
 }
 
@@ -380,15 +381,17 @@ std::vector<Expiry> Membership::ExpiredLocked(int64_t now) {
   for (const Expiry& e : expired) lapsed += e.lease_expired ? 1 : 0;
   const int live = static_cast<int>(members_.live_count());
   const int64_t since = members_.isolation().since_ms();
-  switch (members_.isolation().Check(lapsed, live, now)) {
+  // Counting the silent is a scan: only when a lease ran out, or while
+  // isolated.
+  const int silent = lapsed > 0 || since >= 0 ? members_.SilentCount(now) : 0;
+  switch (members_.isolation().Check(lapsed, silent, live, now)) {
     case IsolationGuard::Step::kNone:
       return expired;
     case IsolationGuard::Step::kStarted:
       EventLocked(
           "isolated",
-          absl::StrCat(lapsed, " of ", live,
-                       " live members silent for over a lease (",
-                       spec_.lease_timeout_ms,
+          absl::StrCat(silent, " of ", live, " live members silent at once, ",
+                       lapsed, " past their lease (", spec_.lease_timeout_ms,
                        " ms): the coordinator is more likely cut off from "
                        "them than they all died; it declares no one dead and "
                        "waits (isolation_fraction ",

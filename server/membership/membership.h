@@ -53,7 +53,7 @@ struct MembershipOptions {
   // heartbeat interval, at most half the lease.
   int64_t suspect_window_ms = 0;
   // A suspect that does not heartbeat within this time after the report is
-  // DEAD. 0: 1.5 heartbeat intervals.
+  // DEAD. 0: 3 heartbeat intervals, at most the lease.
   int64_t suspect_grace_ms = 0;
   // Joins beyond this many live members get ResourceExhausted.
   int max_live_members = 32768;
@@ -405,8 +405,9 @@ class Membership {
   void LinkFailedLocked(const Member& reporter, int64_t epoch,
                         const PrepareFailure& failure)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A broken epoch is proposed again after a back-off: 100 ms, doubling
-  // with each break in a row, at most 10 s (reset once an epoch is stable).
+  // A broken epoch is proposed again after a back-off: none for the first
+  // break, then 100 ms, doubling with each break in a row, at most 10 s
+  // (reset once an epoch is stable).
   void BackOffLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StepFailedLocked(const Member& reporter, int64_t epoch,
                         const PrepareFailure& failure)

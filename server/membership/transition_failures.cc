@@ -33,11 +33,15 @@ void Membership::BreakCommittedLocked() {
 }
 
 void Membership::BackOffLocked() {
+  // The first break is proposed again at once; each one after it in a row
+  // waits 100 ms, doubling, at most 10 s.
   constexpr int64_t kFirstMs = 100;
   constexpr int64_t kMaxMs = 10000;
-  const int doublings = std::min(health_.breaks_in_row, 10);
+  const int doublings = std::min(health_.breaks_in_row, 11);
   health_.retry_at_ms =
-      clock_->NowMs() + std::min(kMaxMs, kFirstMs << doublings);
+      doublings == 0
+          ? 0
+          : clock_->NowMs() + std::min(kMaxMs, kFirstMs << (doublings - 1));
   ++health_.breaks_in_row;
 }
 

@@ -14,8 +14,11 @@ namespace zshard::server {
 // Thread-compatible: the membership calls it under its lock, once a tick.
 class IsolationGuard {
  public:
-  // `fraction` in (0, 1]: more than fraction x live silent members (with at
-  // least kMinLive live) is isolation; 1 never is.
+  // `fraction` in (0, 1]: a lease running out while more than fraction x
+  // live members (with at least kMinLive live) are silent begins an
+  // isolation; 1 never does. Silent: no heartbeat for longer than the
+  // suspect window (two heartbeat intervals), so members whose leases run
+  // out a few ticks apart count together.
   explicit IsolationGuard(double fraction) : fraction_(fraction) {}
 
   // The fewest live members for which silence of most of them means
@@ -28,8 +31,10 @@ class IsolationGuard {
     kHeld,     // still isolated: declare no one dead
     kEnded,    // most are back: every live member gets one lease of grace
   };
-  // `silent` of `live` members are past their lease at `now_ms`.
-  Step Check(int silent, int live, int64_t now_ms);
+  // At `now_ms`, `lapsed` members are past their lease and `silent` of
+  // `live` members are silent. An isolation begins when a lease ran out
+  // while most are silent, and ends once most are heard again.
+  Step Check(int lapsed, int silent, int live, int64_t now_ms);
 
   bool isolated() const { return since_ms_ >= 0; }
   // When the isolation began (-1: not isolated).

@@ -257,6 +257,14 @@ bool MemberTable::MarkSuspect(Member& m, int64_t now_ms) {
   return m.lease->suspect_since_ms.compare_exchange_strong(none, now_ms);
 }
 
+int MemberTable::SilentCount(int64_t now_ms) const {
+  int n = 0;
+  for (const auto& [id, m] : members_) {
+    n += IsLive(m.state) && SilentTooLong(m, now_ms) ? 1 : 0;
+  }
+  return n;
+}
+
 std::vector<Expiry> MemberTable::Expired(int64_t now_ms) const {
   std::vector<Expiry> out;
   for (const auto& [id, m] : members_) {

@@ -136,6 +136,8 @@ class MemberTable {
   bool SilentTooLong(const Member& m, int64_t now_ms) const {
     return SilenceMs(m, now_ms) > policy_.suspect_window_ms;
   }
+  // Live members silent longer than the suspect window at `now_ms`.
+  int SilentCount(int64_t now_ms) const;
   // Starts `m`'s suspect grace at `now_ms`. False when one runs already.
   bool MarkSuspect(Member& m, int64_t now_ms);
   // Live members whose lease expired or whose suspect grace ran out at

@@ -76,10 +76,13 @@ class MembershipEventsTest
 TEST_P(MembershipEventsTest, ReasonsNameTheCauseAndSurviveARestart) {
   FakeClock clock(1000);
   int64_t last_seq = 0;
+  job::JobSpec spec = testing::TestJob();
+  // Every member falls silent at once below: their silence alone judges
+  // them here, as with isolation off (IsolationTest covers the rule).
+  spec.isolation_fraction = 1;
   {
     auto store = location_.Open().value();
-    auto m =
-        Membership::Create(testing::TestJob(), &clock, store.get()).value();
+    auto m = Membership::Create(spec, &clock, store.get()).value();
     auto a = m->Join({"w0", "127.0.0.1:1", {}, {}}).value();
     m->Join({"w1", "127.0.0.1:2", {}, {}}).value();
     m->Join({"w2", "127.0.0.1:3", {}, {}}).value();

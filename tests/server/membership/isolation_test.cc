@@ -12,27 +12,29 @@ namespace {
 using testing::Harness;
 using Step = IsolationGuard::Step;
 
-TEST(IsolationGuardTest, MoreThanTheFractionSilentIsIsolation) {
+TEST(IsolationGuardTest, ALeaseRunningOutWhileMostAreSilentIsIsolation) {
   IsolationGuard g(0.5);
-  EXPECT_EQ(g.Check(2, 4, 100), Step::kNone);  // half is not more than half
+  EXPECT_EQ(g.Check(1, 2, 4, 100), Step::kNone);  // half is not most
+  EXPECT_EQ(g.Check(0, 5, 5, 150), Step::kNone);  // no lease ran out yet
   EXPECT_FALSE(g.isolated());
-  EXPECT_EQ(g.Check(3, 5, 200), Step::kStarted);
+  EXPECT_EQ(g.Check(1, 3, 5, 200), Step::kStarted);
   EXPECT_TRUE(g.isolated());
   EXPECT_EQ(g.since_ms(), 200);
-  EXPECT_EQ(g.Check(5, 5, 300), Step::kHeld);
+  EXPECT_EQ(g.Check(5, 5, 5, 300), Step::kHeld);
+  EXPECT_EQ(g.Check(0, 4, 5, 350), Step::kHeld);
   EXPECT_EQ(g.since_ms(), 200);
-  EXPECT_EQ(g.Check(1, 5, 400), Step::kEnded);
+  EXPECT_EQ(g.Check(1, 1, 5, 400), Step::kEnded);
   EXPECT_FALSE(g.isolated());
   EXPECT_EQ(g.since_ms(), -1);
-  EXPECT_EQ(g.Check(0, 5, 500), Step::kNone);
+  EXPECT_EQ(g.Check(1, 1, 5, 500), Step::kNone);
 }
 
 TEST(IsolationGuardTest, TooFewMembersOrFractionOneNeverIsolate) {
   IsolationGuard g(0.5);
-  EXPECT_EQ(g.Check(2, 2, 100), Step::kNone);
-  EXPECT_EQ(g.Check(1, 1, 100), Step::kNone);
+  EXPECT_EQ(g.Check(2, 2, 2, 100), Step::kNone);
+  EXPECT_EQ(g.Check(1, 1, 1, 100), Step::kNone);
   IsolationGuard never(1);
-  EXPECT_EQ(never.Check(5, 5, 100), Step::kNone);
+  EXPECT_EQ(never.Check(5, 5, 5, 100), Step::kNone);
 }
 
 // Counts the events of `kind`.
@@ -114,6 +116,24 @@ TEST(IsolationTest, AConfirmedSuspectDiesEvenWhileIsolated) {
   EXPECT_TRUE(h.m_->Stats().isolated);
   EXPECT_EQ(h.StateOf(victim), MemberState::kDead);
   EXPECT_EQ(h.m_->Stats().members_by_state[MemberState::kDead], 1);
+}
+
+TEST(IsolationTest, LeasesRunningOutTicksApartCountTogether) {
+  Harness h(testing::TestJob(2, 2, 4));
+  for (int i = 0; i < 5; ++i) h.Join("w" + std::to_string(i));
+  h.Settle();
+  // The last heartbeats came 0..400 ms apart: the leases run out in
+  // different ticks, and the first one to run out finds the others silent.
+  for (int i = 0; i < 5; ++i) {
+    h.clock_.AdvanceMs(100);
+    h.Beat("w" + std::to_string(i));
+  }
+  for (int t = 0; t < 120; ++t) {
+    h.clock_.AdvanceMs(50);
+    h.m_->Tick();
+  }
+  EXPECT_TRUE(h.m_->Stats().isolated);
+  EXPECT_EQ(h.m_->Stats().members_by_state[MemberState::kDead], 0);
 }
 
 TEST(IsolationTest, TwoMembersSilentAreDeadAsUsual) {

@@ -227,7 +227,12 @@ TEST(MembershipTest, SuspectIsDeadUnlessItHeartbeatsWithinGrace) {
   h.m_->Tick();
   EXPECT_EQ(h.StateOf("w1"), MemberState::kActive);
   ASSERT_TRUE(h.m_->ReportSuspect(w0.id, w0.token, p.epoch, "", 2, "x").ok());
-  h.clock_.AdvanceMs(1600);  // > grace of 1.5 heartbeats, no heartbeat
+  h.clock_.AdvanceMs(1600);  // within the grace of 3 heartbeats
+  h.BeatAll("w2");
+  h.m_->Tick();
+  EXPECT_EQ(h.StateOf("w2"), MemberState::kActive);
+  h.clock_.AdvanceMs(1500);  // > grace of 3 heartbeats, no heartbeat
+  h.BeatAll("w2");
   h.m_->Tick();
   EXPECT_EQ(h.StateOf("w2"), MemberState::kDead);
   auto self = h.m_->ReportSuspect(w0.id, w0.token, p.epoch, w0.id, -1, "x");
