@@ -219,6 +219,14 @@ absl::Status Coordinator::BuildServerLocked() {
   // No SO_REUSEPORT: a second process binding the same port (another
   // coordinator, anything) fails rather than sharing its connections.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Clients ping every second when they hear nothing
+  // (net::MakeCoordinatorChannel), so that a connection a network fault broke
+  // is dropped and made again instead of waiting out TCP's retransmission
+  // back-off: allow it.
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   if (leadership_ != nullptr) {
     leadership_->Register(&builder);
   } else {

@@ -59,6 +59,14 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeCoordinatorChannel(
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               options.max_reconnect_backoff_ms);
+  // A connection that a network fault broke silently (packets dropped, no
+  // reset) is found by a ping unanswered for a second and made again; left
+  // alone, TCP's retransmission back-off would keep it quiet for seconds
+  // after the network heals, long enough to lose a lease.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, options.keepalive_ms);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, options.keepalive_ms);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   return grpc::CreateCustomChannel(options.target, credentials, args);
 }
 

@@ -24,6 +24,9 @@ struct ChannelOptions {
   std::string tls_key_file;
   // Upper bound of gRPC's reconnect backoff. Default 1000 ms.
   int max_reconnect_backoff_ms = 1000;
+  // A ping after this long without hearing from the coordinator, and the
+  // connection dropped and made again when it is unanswered as long.
+  int keepalive_ms = 1000;
 };
 
 // Creates the channel (connects lazily). InvalidArgument for an empty

@@ -3,7 +3,9 @@
 // w0..w4 on hosts 1..5, W = 4 in I = 2 instances plus a spare, collectives
 // over tcp between the hosts' addresses, zshardctl in the coordinator's
 // host. A worker cut from the coordinator (not from its peers) is replaced
-// by the spare and fenced when the link heals; every link slowed to
+// by the spare and fenced when the link heals; the coordinator cut from
+// every worker loses no one (its isolation); a link between two workers
+// broken for good has one end excluded and replaced; every link slowed to
 // 200 Mbit/s with 1% random loss trains to the end with no failure. Both
 // end with masters bit for bit those of an undisturbed run on the same
 // hosts. Needs root, iproute2 and nftables (skipped otherwise).
@@ -260,6 +262,131 @@ TEST_F(NetworkFaultsTest, WorkerCutFromTheCoordinatorIsReplacedAndFenced) {
   EXPECT_NE(dead[0].reason().find(victim), std::string::npos)
       << dead[0].reason();
   EXPECT_TRUE(EventsOfKind(events, "rollback", seq).empty())
+      << DescribeEvents(events);
+  ExpectReferenceMasters(run, 4);
+  auto masters = Dumped(run);
+  ASSERT_TRUE(masters.ok()) << masters.status();
+  EXPECT_EQ(BitDifference(*masters, clean->masters), "");
+}
+
+// The coordinator loses its links to every worker for three leases (the
+// workers still reach each other): most members silent at once is the
+// coordinator's isolation, not a mass death. It declares no one dead,
+// records `isolated`, and once the links heal every member carries on
+// with its token and no re-shard; all exit 0 with the masters of the
+// undisturbed run.
+TEST_F(NetworkFaultsTest, CoordinatorCutFromEveryWorkerLosesNoOne) {
+  const CleanRun* clean = Clean();
+  ASSERT_NE(clean, nullptr);
+  auto net = NetHosts::Create(kWorkers + 1);
+  ASSERT_TRUE(net.ok()) << net.status();
+  const ElasticJob job = FaultJob();
+  ElasticRun run(job);
+  PlaceOnHosts(run, **net);
+  ASSERT_TRUE(run.Start().ok()) << run.Diagnostics();
+  const std::vector<std::string> names = WorkerNames(kWorkers);
+  ASSERT_TRUE(run.StartWorkers(names).ok());
+  auto before = run.WaitForRanksAtStep(4, 10, kStartMs);
+  ASSERT_TRUE(before.ok()) << before.status() << "\n" << run.Diagnostics();
+  const int64_t seq = LastSeq(run.Events());
+  const int64_t cut_ms = NowMs();
+  ASSERT_TRUE((*net)->CutAll(kCoordinatorHost).ok());
+  WaitFor([&] { return NowMs() >= cut_ms + 3 * job.lease_timeout_ms; },
+          4 * job.lease_timeout_ms);
+  ASSERT_TRUE((*net)->HealAll(kCoordinatorHost).ok());
+  std::printf("coordinator cut from every worker for %lld ms\n",
+              static_cast<long long>(NowMs() - cut_ms));
+
+  auto finished = run.WaitForEvent("finished", seq, kExitMs);
+  ASSERT_TRUE(finished.ok()) << finished.status() << "\n" << run.Diagnostics();
+  ExpectExitedZero(run, names);
+  const std::vector<v1::Event> events = run.Events();
+  EXPECT_TRUE(EventsOfKind(events, "dead", seq).empty())
+      << DescribeEvents(events);
+  EXPECT_TRUE(EventsOfKind(events, "propose", seq).empty())
+      << DescribeEvents(events);
+  EXPECT_EQ(EventsOfKind(events, "isolated", seq).size(), 1u)
+      << DescribeEvents(events);
+  EXPECT_EQ(EventsOfKind(events, "isolation_ended", seq).size(), 1u)
+      << DescribeEvents(events);
+  ExpectReferenceMasters(run, 4);
+  auto masters = Dumped(run);
+  ASSERT_TRUE(masters.ok()) << masters.status();
+  EXPECT_EQ(BitDifference(*masters, clean->masters), "");
+}
+
+// The link between the holders of ranks 0 and 1 (one instance, both still
+// reaching the coordinator) breaks for good. Their step fails, each names
+// the other as the peer it could not reach, the same world fails again to
+// connect, and after the pair's second failure one end is excluded: the
+// spare takes its rank, the excluded member stays a quarantined spare, and
+// the job ends with the masters of the undisturbed run.
+TEST_F(NetworkFaultsTest, BrokenWorkerLinkExcludesOneEnd) {
+  const CleanRun* clean = Clean();
+  ASSERT_NE(clean, nullptr);
+  auto net = NetHosts::Create(kWorkers + 1);
+  ASSERT_TRUE(net.ok()) << net.status();
+  ElasticRun run(FaultJob());
+  PlaceOnHosts(run, **net);
+  ASSERT_TRUE(run.Start().ok()) << run.Diagnostics();
+  const std::vector<std::string> names = WorkerNames(kWorkers);
+  for (const std::string& name : names) {
+    ASSERT_TRUE(
+        run.StartWorker(name, {"--collective-timeout-ms", "2000"}).ok());
+  }
+  auto before = run.WaitForRanksAtStep(4, 10, kStartMs);
+  ASSERT_TRUE(before.ok()) << before.status() << "\n" << run.Diagnostics();
+  const std::string a = HolderOf(*before, 0);
+  const std::string b = HolderOf(*before, 1);
+  std::string spare;
+  for (const v1::MemberStatus& m : before->members()) {
+    if (m.state() == v1::MEMBER_STATE_SPARE) spare = m.name();
+  }
+  ASSERT_FALSE(a.empty() || b.empty() || spare.empty())
+      << before->ShortDebugString();
+  const int64_t seq = LastSeq(run.Events());
+  const int64_t cut_ms = NowMs();
+  ASSERT_TRUE((*net)->Cut(HostOf(a), HostOf(b)).ok());
+
+  auto excluded = run.WaitForEvent("excluded", seq, kStartMs);
+  ASSERT_TRUE(excluded.ok()) << excluded.status() << "\n" << run.Diagnostics();
+  const int64_t excluded_ms = NowMs() - cut_ms;
+  auto stable = run.WaitForEvent("stable", excluded->seq(), kStartMs);
+  ASSERT_TRUE(stable.ok()) << stable.status() << "\n" << run.Diagnostics();
+  std::printf(
+      "link %s <-> %s cut: excluded after %lld ms, stable again after %lld "
+      "ms: %s\n",
+      a.c_str(), b.c_str(), static_cast<long long>(excluded_ms),
+      static_cast<long long>(NowMs() - cut_ms), excluded->reason().c_str());
+  const bool a_out =
+      excluded->reason().find("member " + a + " excluded") != std::string::npos;
+  const bool b_out =
+      excluded->reason().find("member " + b + " excluded") != std::string::npos;
+  EXPECT_NE(a_out, b_out) << excluded->reason();
+  auto during = run.Status();
+  ASSERT_TRUE(during.ok()) << during.status();
+  EXPECT_EQ(HolderOf(*during, a_out ? 0 : 1), spare)
+      << during->ShortDebugString();
+  bool shown = false;
+  for (const v1::MemberStatus& m : during->members()) {
+    if (m.name() == (a_out ? a : b)) {
+      EXPECT_EQ(m.state(), v1::MEMBER_STATE_SPARE) << m.ShortDebugString();
+      shown = !m.quarantine().empty();
+    }
+  }
+  EXPECT_TRUE(shown) << during->ShortDebugString();
+
+  auto finished = run.WaitForEvent("finished", seq, kExitMs);
+  ASSERT_TRUE(finished.ok()) << finished.status() << "\n" << run.Diagnostics();
+  ASSERT_TRUE((*net)->Heal(HostOf(a), HostOf(b)).ok());
+  ExpectExitedZero(run, names);
+  const std::vector<v1::Event> events = run.Events();
+  EXPECT_TRUE(EventsOfKind(events, "dead", seq).empty())
+      << DescribeEvents(events);
+  EXPECT_EQ(EventsOfKind(events, "excluded", seq).size(), 1u)
+      << DescribeEvents(events);
+  // Two failures of the pair: the failed step and the failed connect.
+  EXPECT_LE(EventsOfKind(events, "propose", seq).size(), 3u)
       << DescribeEvents(events);
   ExpectReferenceMasters(run, 4);
   auto masters = Dumped(run);

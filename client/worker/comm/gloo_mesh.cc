@@ -9,12 +9,14 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gloo/common/error.h"
 #include "gloo/transport/context.h"
 #include "gloo/transport/pair.h"
+#include "gloo/transport/tcp/address.h"
 
 namespace zshard::comm {
 namespace {
@@ -92,11 +94,33 @@ void MeshContext::Adopt(std::shared_ptr<gloo::transport::Device> device,
   transportContext_ = std::move(transport);
 }
 
+int PeerNamedBy(const std::vector<std::string>& addresses,
+                const std::string& message) {
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    const std::string& a = addresses[i];
+    if (a.empty()) continue;
+    // "[10.0.0.2]:4567" must not match inside "[10.0.0.2]:45678".
+    for (size_t at = message.find(a); at != std::string::npos;
+         at = message.find(a, at + 1)) {
+      const size_t end = at + a.size();
+      if (end == message.size() ||
+          !absl::ascii_isdigit(static_cast<unsigned char>(message[end]))) {
+        return static_cast<int>(i);
+      }
+    }
+  }
+  return -1;
+}
+
 bool ConnectMesh(gloo::rendezvous::Store& store,
                  const std::shared_ptr<gloo::transport::Device>& device,
-                 MeshContext& context, const std::function<bool()>& cancelled) {
+                 MeshContext& context, const std::function<bool()>& cancelled,
+                 int* failed_peer) {
   const int rank = context.rank;
   const int size = context.size;
+  int connecting = -1;
+  if (failed_peer != nullptr) *failed_peer = -1;
+  context.peer_addresses.assign(static_cast<size_t>(size), std::string());
   std::shared_ptr<gloo::transport::Context> transport =
       device->createContext(rank, size);
   transport->setTimeout(context.getTimeout());
@@ -129,11 +153,16 @@ bool ConnectMesh(gloo::rendezvous::Store& store,
           peer.begin() + index * address_size,
           peer.begin() + (index + 1) * address_size);
       if (watcher.closed()) return false;
+      context.peer_addresses[static_cast<size_t>(i)] =
+          gloo::transport::tcp::Address(address).str();
       // A pair closed by the watcher returns (or throws) at once.
+      connecting = i;
       transport->getPair(i)->connect(address);
+      connecting = -1;
     }
   } catch (const std::exception&) {
     if (watcher.Stop()) return false;
+    if (failed_peer != nullptr) *failed_peer = connecting;
     throw;
   }
   if (watcher.Stop()) return false;

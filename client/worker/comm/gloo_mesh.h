@@ -8,6 +8,8 @@
 
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/store.h"
@@ -23,7 +25,15 @@ class MeshContext final : public gloo::rendezvous::Context {
   // Makes `transport` (connected pairs on `device`) this context's.
   void Adopt(std::shared_ptr<gloo::transport::Device> device,
              std::shared_ptr<gloo::transport::Context> transport);
+
+  // Each rank's pair address as Gloo's errors print it ("" for this rank
+  // and for ranks not reached yet), so a failure's text names its peer.
+  std::vector<std::string> peer_addresses;
 };
+
+// The rank whose address `message` (a Gloo error) names, or -1.
+int PeerNamedBy(const std::vector<std::string>& addresses,
+                const std::string& message);
 
 // Connects `context`'s rank to every other rank through `store`, each pair
 // bounded by the context's timeout. `cancelled` (may be empty) is polled
@@ -31,9 +41,11 @@ class MeshContext final : public gloo::rendezvous::Context {
 // and this returns false promptly, leaving `context` unconnected. Returns
 // true when every pair is connected. Throws Gloo's exceptions (a store
 // failure, a connect timeout, a refused connection) as connectFullMesh
-// does, unless cancelled.
+// does, unless cancelled; when a pair's connect threw, `failed_peer` (may
+// be null) is that pair's rank, else -1.
 bool ConnectMesh(gloo::rendezvous::Store& store,
                  const std::shared_ptr<gloo::transport::Device>& device,
-                 MeshContext& context, const std::function<bool()>& cancelled);
+                 MeshContext& context, const std::function<bool()>& cancelled,
+                 int* failed_peer);
 
 }  // namespace zshard::comm

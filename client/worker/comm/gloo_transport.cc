@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/worker/comm/failed_peer.h"
 #include "client/worker/comm/gloo_mesh.h"
 #include "client/worker/comm/gloo_store.h"
 #include "client/worker/comm/memory_kv_store.h"
@@ -70,6 +71,7 @@ absl::StatusOr<std::unique_ptr<GlooTransport>> GlooTransport::Connect(
   MemoryKvStore local;  // a group of one needs no shared store
   KvStore* kv = options.store != nullptr ? options.store : &local;
   GlooKvStore store(kv, options.group, options.timeout_ms);
+  int failed_peer = -1;
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;
@@ -81,31 +83,39 @@ absl::StatusOr<std::unique_ptr<GlooTransport>> GlooTransport::Connect(
     if (options.store != nullptr) {
       cancelled = [kv] { return kv->cancelled(); };
     }
-    if (!ConnectMesh(store, device, *context, cancelled)) {
+    if (!ConnectMesh(store, device, *context, cancelled, &failed_peer)) {
       return absl::AbortedError(absl::StrCat("gloo rendezvous of group '",
                                              options.group, "': cancelled"));
     }
     return std::unique_ptr<GlooTransport>(new GlooTransport(
-        options.rank, options.size, std::move(device), std::move(context)));
+        options, std::move(device), context->peer_addresses, context));
   } catch (const std::exception& e) {
     absl::Status first = store.first_error();
     if (!first.ok()) return first;
     const std::string what = e.what();
+    const FailedPeer peer{options.group, failed_peer, SaysPeerClosed(what)};
     if (absl::StrContains(what, "imeout") ||
         absl::StrContains(what, "imed out")) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "gloo rendezvous of group '", options.group, "' timed out: ", what));
+      return WithFailedPeer(absl::DeadlineExceededError(absl::StrCat(
+                                "gloo rendezvous of group '", options.group,
+                                "' timed out: ", what)),
+                            peer);
     }
-    return absl::UnavailableError(absl::StrCat(
-        "gloo rendezvous of group '", options.group, "' failed: ", what));
+    return WithFailedPeer(
+        absl::UnavailableError(absl::StrCat("gloo rendezvous of group '",
+                                            options.group, "' failed: ", what)),
+        peer);
   }
 }
 
-GlooTransport::GlooTransport(int rank, int size,
+GlooTransport::GlooTransport(const Options& options,
                              std::shared_ptr<gloo::transport::Device> device,
+                             std::vector<std::string> peer_addresses,
                              std::shared_ptr<gloo::rendezvous::Context> context)
-    : rank_(rank),
-      size_(size),
+    : rank_(options.rank),
+      size_(options.size),
+      group_(options.group),
+      peer_addresses_(std::move(peer_addresses)),
       device_(std::move(device)),
       context_(std::move(context)) {}
 
@@ -188,8 +198,11 @@ absl::Status GlooTransport::Convert(const char* what, const char* message,
     return absl::UnavailableError(absl::StrCat(
         "gloo ", what, ": connections closed after an earlier failure"));
   }
-  return absl::UnavailableError(
-      absl::StrCat("gloo ", what, ": peer lost: ", message));
+  const std::string text(message);
+  return WithFailedPeer(absl::UnavailableError(absl::StrCat(
+                            "gloo ", what, ": peer lost: ", message)),
+                        FailedPeer{group_, PeerNamedBy(peer_addresses_, text),
+                                   SaysPeerClosed(text)});
 }
 
 template <typename Fn>

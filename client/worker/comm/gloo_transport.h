@@ -38,7 +38,9 @@ class GlooTransport final : public PeerTransport {
   };
 
   // Joins the rendezvous and connects to every peer. DeadlineExceeded when
-  // a peer does not show up in time, Unavailable when one cannot be reached,
+  // a peer does not show up in time, Unavailable when one cannot be reached
+  // (a pair that could not connect is named as a FailedPeer payload, as is
+  // the peer of a failed operation when Gloo's error names its address),
   // Aborted within ~20 ms once options.store->cancelled() turns true (in the
   // rendezvous or while a pair connects, e.g. to a peer that died after
   // publishing its address).
@@ -68,8 +70,9 @@ class GlooTransport final : public PeerTransport {
  private:
   friend class GlooRegion;
 
-  GlooTransport(int rank, int size,
+  GlooTransport(const Options& options,
                 std::shared_ptr<gloo::transport::Device> device,
+                std::vector<std::string> peer_addresses,
                 std::shared_ptr<gloo::rendezvous::Context> context);
 
   // Runs a non-blocking Gloo call, converting its exceptions.
@@ -84,6 +87,9 @@ class GlooTransport final : public PeerTransport {
 
   const int rank_;
   const int size_;
+  const std::string group_;
+  // Each rank's pair address as Gloo's errors print it.
+  const std::vector<std::string> peer_addresses_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
 

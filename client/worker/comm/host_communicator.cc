@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/worker/comm/failed_peer.h"
 #include "client/worker/comm/gloo_transport.h"
 #include "client/worker/comm/host_collectives.h"
 #include "client/worker/comm/shm_transport.h"
@@ -42,6 +43,7 @@ class HostCommunicator final : public Communicator {
                    absl::string_view transport_name)
       : Communicator(options.rank, options.size),
         timeout_(absl::Milliseconds(options.timeout_ms)),
+        group_(options.group),
         transport_name_(transport_name),
         transport_(std::move(transport)),
         collectives_(transport_.get(),
@@ -66,12 +68,12 @@ class HostCommunicator final : public Communicator {
     {
       absl::MutexLock lock(&mu_);
       if (!failure_.ok()) {
-        return absl::Status(
-            failure_.code(),
+        return WithMessage(
+            failure_,
             absl::StrCat("communicator failed earlier: ", failure_.message()));
       }
     }
-    absl::Status s = fn(absl::Now() + timeout_);
+    absl::Status s = NameOnlyPeer(fn(absl::Now() + timeout_));
     if (!s.ok()) {
       absl::MutexLock lock(&mu_);
       if (failure_.ok()) failure_ = s;
@@ -116,7 +118,20 @@ class HostCommunicator final : public Communicator {
   }
   void DoAbort() override { transport_->Abort(); }
 
+  // In a group of two a lost or timed-out operation can only be about the
+  // other rank, even when the transport could not say which peer failed.
+  absl::Status NameOnlyPeer(absl::Status s) const {
+    if (size() != 2 || FailedPeerOf(s).has_value() ||
+        (!absl::IsDeadlineExceeded(s) && !absl::IsUnavailable(s))) {
+      return s;
+    }
+    const std::string message(s.message());
+    return WithFailedPeer(
+        std::move(s), FailedPeer{group_, 1 - rank(), SaysPeerClosed(message)});
+  }
+
   const absl::Duration timeout_;
+  const std::string group_;
   const absl::string_view transport_name_;  // "tcp" or "shm"
   std::unique_ptr<PeerTransport> transport_;
   HostCollectives collectives_;

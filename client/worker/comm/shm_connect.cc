@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/worker/comm/failed_peer.h"
 #include "client/worker/comm/shm_names.h"
 #include "client/worker/comm/shm_rendezvous.h"
 #include "client/worker/comm/shm_transport.h"
@@ -140,9 +141,11 @@ absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(
       const PidWatch watch = WatchPid(record.pid);
       if (watch.exited) {
         if (watch.fd >= 0) close(watch.fd);
-        return fail(absl::UnavailableError(
-            absl::StrCat("shm transport of group '", options.group, "': rank ",
-                         peer, " (pid ", record.pid, ") has exited")));
+        return fail(WithFailedPeer(
+            absl::UnavailableError(absl::StrCat(
+                "shm transport of group '", options.group, "': rank ", peer,
+                " (pid ", record.pid, ") has exited")),
+            FailedPeer{options.group, peer, true}));
       }
       // Without pidfds PeerGone reads /proc instead.
       t.pidfds_[peer] = watch.fd;

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "client/worker/comm/failed_peer.h"
 #include "client/worker/comm/shm_region.h"
 #include "client/worker/comm/shm_transport.h"
 
@@ -205,9 +206,11 @@ absl::Status ShmTransport::ReadDirect(int peer, char* dst, uint64_t address,
   // A sender gives its memory back only after closing its segment: if it
   // is closed now, what was read may be stale.
   if ((peers_[peer]->header()->state.load() & ShmSegmentHeader::kClosed) != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("shm transport of group '", group_, "': peer lost: rank ",
-                     peer, " closed while its message was read"));
+    return WithFailedPeer(
+        absl::UnavailableError(absl::StrCat(
+            "shm transport of group '", group_, "': peer lost: rank ", peer,
+            " closed while its message was read")),
+        FailedPeer{group_, peer, true});
   }
   return absl::OkStatus();
 }

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/worker/comm/failed_peer.h"
 #include "client/worker/comm/shm_region.h"
 #include "common/file_io.h"
 
@@ -165,11 +166,14 @@ absl::Status ShmTransport::LostPeer() {
                       posted_count_[peer] > 0 || inbound_[peer].active;
     if (!busy || !PeerGone(peer)) continue;
     const uint32_t state = peers_[peer]->header()->state.load();
-    return absl::UnavailableError(absl::StrCat(
-        "shm transport of group '", group_, "': peer lost: rank ", peer,
-        (state & ShmSegmentHeader::kAborted) != 0  ? " aborted"
-        : (state & ShmSegmentHeader::kClosed) != 0 ? " closed its connections"
-                                                   : " exited"));
+    return WithFailedPeer(
+        absl::UnavailableError(absl::StrCat(
+            "shm transport of group '", group_, "': peer lost: rank ", peer,
+            (state & ShmSegmentHeader::kAborted) != 0 ? " aborted"
+            : (state & ShmSegmentHeader::kClosed) != 0
+                ? " closed its connections"
+                : " exited")),
+        FailedPeer{group_, peer, true});
   }
   return absl::OkStatus();
 }

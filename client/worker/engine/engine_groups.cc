@@ -2,9 +2,11 @@
 // communicators joined for it.
 #include "client/worker/engine/engine_groups.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/worker/comm/failed_peer.h"
 #include "common/status.h"
 
 namespace zshard::engine {
@@ -53,7 +55,8 @@ EngineGroupSpecs MakeGroupSpecs(const plan::Plan& plan, int rank,
 absl::Status EngineGroups::Connect(const plan::Plan& plan, int rank,
                                    const std::string& prefix,
                                    const comm::CommOptions& base) {
-  const EngineGroupSpecs specs = MakeGroupSpecs(plan, rank, prefix);
+  specs_ = MakeGroupSpecs(plan, rank, prefix);
+  const EngineGroupSpecs& specs = specs_;
   const bool own_expert = plan.layout.expert_parallel > 1;
   auto join = [&](const GroupSpec& spec,
                   std::unique_ptr<comm::Communicator>* out) -> absl::Status {
@@ -74,6 +77,19 @@ absl::Status EngineGroups::Connect(const plan::Plan& plan, int rank,
                                                     : intra_.get());
   }
   return absl::OkStatus();
+}
+
+absl::Status EngineGroups::NameEpochPeer(absl::Status status) const {
+  std::optional<comm::FailedPeer> peer = comm::FailedPeerOf(status);
+  if (!peer.has_value()) return status;
+  for (const GroupSpec* spec : {&specs_.intra, &specs_.expert, &specs_.inter}) {
+    if (spec->name != peer->group || peer->rank >= spec->size()) continue;
+    comm::FailedPeer epoch_peer = *peer;
+    epoch_peer.rank = spec->members[static_cast<size_t>(peer->rank)];
+    return comm::WithFailedPeer(std::move(status), epoch_peer,
+                                comm::kEpochPeerPayload);
+  }
+  return status;
 }
 
 void EngineGroups::Abort() {

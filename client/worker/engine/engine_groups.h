@@ -90,7 +90,13 @@ class EngineGroups {
   // Aborts every communicator. Thread-safe, idempotent.
   void Abort();
 
+  // `status` with the epoch rank of the peer its transport named (a
+  // comm::kEpochPeerPayload beside the transport's kPeerPayload) when that
+  // peer's group is one of these; else `status` unchanged.
+  absl::Status NameEpochPeer(absl::Status status) const;
+
  private:
+  EngineGroupSpecs specs_;
   std::unique_ptr<comm::Communicator> intra_;
   std::unique_ptr<comm::Communicator> expert_;
   std::unique_ptr<comm::Communicator> inter_;

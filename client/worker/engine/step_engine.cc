@@ -272,7 +272,7 @@ StepResult StepEngine::Step(Workload& workload, bool stop_requested) {
   StepResult result;
   if (!loss.ok()) {
     Abort();
-    result.status = loss.status();
+    result.status = groups_.NameEpochPeer(loss.status());
     result.telemetry.step = step_ + 1;
     result.telemetry.outcome = StepOutcome::kFailedBeforeCommit;
     result.telemetry.adam_step = adam_step_;
@@ -320,7 +320,7 @@ StepResult StepEngine::StepOnBuffers(int64_t global_batch, double local_loss,
     t.outcome = outcome;
     t.adam_step = adam_step_;
     t.skipped_steps = skipped_steps_;
-    result.status = std::move(status);
+    result.status = groups_.NameEpochPeer(std::move(status));
     return result;
   };
 

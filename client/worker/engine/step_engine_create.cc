@@ -139,7 +139,8 @@ absl::Status StepEngine::Connect() {
         commit_buffer_,
         dev.Allocate(device::MemoryCategory::kComm, sizeof(CommitArray)));
   }
-  return groups_.Connect(config_.plan, config_.rank, config_.group_prefix, co);
+  return groups_.NameEpochPeer(
+      groups_.Connect(config_.plan, config_.rank, config_.group_prefix, co));
 }
 
 absl::Status StepEngine::PublishParams() {

@@ -13,6 +13,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "client/worker/checkpoint/checkpoint_file.h"
+#include "client/worker/comm/failed_peer.h"
 #include "client/worker/reshard/abortable_store.h"
 #include "client/worker/reshard/param_space.h"
 #include "client/worker/reshard/range_transfer.h"
@@ -141,6 +142,11 @@ absl::Status ReadRange(const checkpoint::RankFileReader& reader,
 std::string FailedSourceMember(const absl::Status& status) {
   auto source = status.GetPayload(kFailedSourcePayload);
   return source.has_value() ? std::string(*source) : std::string();
+}
+
+std::string FailedLinkMember(const absl::Status& status) {
+  auto member = status.GetPayload(kFailedLinkPayload);
+  return member.has_value() ? std::string(*member) : std::string();
 }
 
 absl::Status WithContext(const absl::Status& status,
@@ -325,12 +331,21 @@ absl::Status StateMover::RunMoves(MoveStats& stats) {
     }
     absl::StatusOr<comm::Communicator*> link = links_.Open(x.peer);
     absl::Status s = link.status();
+    // A transport that named the link's other end: say which member it is.
+    auto name_link = [&x](absl::Status failed) {
+      if (comm::FailedPeerOf(failed).has_value()) {
+        failed.SetPayload(kFailedLinkPayload, absl::Cord(x.peer));
+      }
+      return failed;
+    };
     if (x.sends) {
       if (s.ok()) {
         s = transfer.Send(**link, links_.PeerRank(x.peer), tag, *old_state,
                           x.from, m.begin, m.end);
       }
-      if (!s.ok()) return WithContext(s, absl::StrCat(what, " to ", x.peer));
+      if (!s.ok()) {
+        return name_link(WithContext(s, absl::StrCat(what, " to ", x.peer)));
+      }
       stats.bytes_sent += bytes;
     } else {
       if (s.ok()) {
@@ -339,7 +354,7 @@ absl::Status StateMover::RunMoves(MoveStats& stats) {
       }
       if (!s.ok()) {
         absl::Status failed =
-            WithContext(s, absl::StrCat(what, " from ", x.peer));
+            name_link(WithContext(s, absl::StrCat(what, " from ", x.peer)));
         failed.SetPayload(kFailedSourcePayload, absl::Cord(x.peer));
         return failed;
       }
@@ -349,8 +364,8 @@ absl::Status StateMover::RunMoves(MoveStats& stats) {
     if (last_with.at(x.peer) == k) {
       absl::Status closed = links_.Close(x.peer);
       if (!closed.ok()) {
-        return WithContext(
-            closed, absl::StrCat("state moves: closing the link to ", x.peer));
+        return name_link(WithContext(
+            closed, absl::StrCat("state moves: closing the link to ", x.peer)));
       }
     }
   }

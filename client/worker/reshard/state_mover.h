@@ -117,6 +117,15 @@ inline constexpr char kFailedSourcePayload[] = "zshard/failed-source-member";
 // The source member named by `status`'s kFailedSourcePayload, or "".
 std::string FailedSourceMember(const absl::Status& status);
 
+// The payload key of a Run error on the link to another member whose
+// transport named that member (comm::kPeerPayload): its value is the
+// member's id, so the worker's report can name the epoch rank of the link's
+// other end.
+inline constexpr char kFailedLinkPayload[] = "zshard/failed-link-member";
+
+// The member named by `status`'s kFailedLinkPayload, or "".
+std::string FailedLinkMember(const absl::Status& status);
+
 // `status` with `context` before its message, payloads kept.
 absl::Status WithContext(const absl::Status& status,
                          const std::string& context);

@@ -89,6 +89,13 @@ struct RunnerFailure {
   bool source_is_checkpoint = false;
   // kEvent: trainer_attached, trainer_lost or trainer_refused.
   std::string event_kind;
+  // kPreparation, kStep: the epoch rank of the peer the failed collective
+  // could not reach (-1: none named), its communicator group, and whether
+  // its connection closed (its process is likely gone) rather than the
+  // link failing.
+  int peer_rank = -1;
+  std::string peer_group;
+  bool peer_closed = false;
 };
 
 // Whether a committed epoch is ready at once (ack ACTIVE now) or later,

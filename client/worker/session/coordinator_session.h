@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -186,6 +187,10 @@ class CoordinatorSession {
   // checkpoint report. Logged, never retried (the coordinator's timeouts
   // cover a report that is lost).
   void ReportFailure(const RunnerFailure& failure);
+  // A failure that names a peer whose connection closed: tells the
+  // coordinator at once (ReportSuspect), once per (epoch, peer), so a dead
+  // peer is replaced without waiting out its lease.
+  void ReportClosedPeer(const RunnerFailure& failure);
   // Calls Leave; returns the coordinator's handover answer (false when the
   // call failed).
   bool Leave(const std::string& reason);
@@ -257,6 +262,10 @@ class CoordinatorSession {
   // One per incarnation (it knows the worker id); shared with the
   // runner's ready callback, which may run while a rejoin replaces it.
   std::shared_ptr<TransitionHandler> handler_ ABSL_GUARDED_BY(mu_);
+  // The (epoch, rank) peers already reported as suspects: a peer whose
+  // connection closed is reported once, however many of this worker's
+  // groups saw it go.
+  std::set<std::pair<int64_t, int>> suspects_reported_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace zshard::worker

@@ -219,6 +219,12 @@ void CoordinatorSession::ReportFailure(const RunnerFailure& failure) {
     request.set_error(failure.error);
     request.set_failed_source(failure.source);
     request.set_source_is_checkpoint(failure.source_is_checkpoint);
+    if (failure.peer_rank >= 0) {
+      request.set_peer_rank(failure.peer_rank);
+      request.set_peer_group(failure.peer_group);
+      request.set_peer_closed(failure.peer_closed);
+      if (failure.peer_closed) ReportClosedPeer(failure);
+    }
     v1::AckTransitionResponse response;
     status = CallLeaderThroughElection(
         [&](v1::WorkerService::Stub& stub, grpc::ClientContext* c) {
@@ -229,6 +235,34 @@ void CoordinatorSession::ReportFailure(const RunnerFailure& failure) {
     ZSHARD_LOG_WARN("failure report not delivered",
                     {{"epoch", absl::StrCat(failure.epoch)},
                      {"failure", failure.error},
+                     {"error", status.error_message()}});
+  }
+}
+
+void CoordinatorSession::ReportClosedPeer(const RunnerFailure& failure) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!suspects_reported_.emplace(failure.epoch, failure.peer_rank).second) {
+      return;
+    }
+  }
+  const auto [worker_id, token] = Credentials();
+  v1::ReportSuspectRequest request;
+  request.set_worker_id(worker_id);
+  request.set_token(token);
+  request.set_epoch(failure.epoch);
+  request.set_suspect_rank(failure.peer_rank);
+  request.set_reason(failure.error);
+  request.set_collective_failed(true);
+  v1::ReportSuspectResponse response;
+  const grpc::Status status =
+      CallLeader([&](v1::WorkerService::Stub& stub, grpc::ClientContext* c) {
+        return stub.ReportSuspect(c, request, &response);
+      });
+  if (!status.ok()) {
+    ZSHARD_LOG_WARN("suspect report not delivered",
+                    {{"epoch", absl::StrCat(failure.epoch)},
+                     {"rank", absl::StrCat(failure.peer_rank)},
                      {"error", status.error_message()}});
   }
 }

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/worker/comm/failed_peer.h"
 #include "client/worker/engine/workload_factory.h"
 #include "client/worker/reshard/abortable_store.h"
 #include "common/logging.h"
@@ -42,7 +43,29 @@ RunnerFailure PreparationFailure(const EpochInfo& epoch,
   } else {
     f.source = reshard::FailedSourceMember(status);
   }
+  NameFailedPeer(epoch, status, &f);
   return f;
+}
+
+void NameFailedPeer(const EpochInfo& epoch, const absl::Status& status,
+                    RunnerFailure* failure) {
+  std::optional<comm::FailedPeer> peer =
+      comm::FailedPeerOf(status, comm::kEpochPeerPayload);
+  if (!peer.has_value()) {
+    const std::string member = reshard::FailedLinkMember(status);
+    std::optional<comm::FailedPeer> link = comm::FailedPeerOf(status);
+    if (member.empty() || !link.has_value()) return;
+    for (const plan::Assignment& a : epoch.assignments) {
+      if (a.worker_id == member && a.rank >= 0) {
+        peer = link;
+        peer->rank = a.rank;
+      }
+    }
+  }
+  if (!peer.has_value() || peer->rank == epoch.rank) return;
+  failure->peer_rank = peer->rank;
+  failure->peer_group = peer->group;
+  failure->peer_closed = peer->closed;
 }
 
 absl::StatusOr<plan::Plan> CheckedPlan(const job::JobSpec& job, int world,

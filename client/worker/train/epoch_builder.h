@@ -54,6 +54,13 @@ bool IsRecoverable(const absl::Status& status);
 RunnerFailure PreparationFailure(const EpochInfo& epoch,
                                  const absl::Status& status);
 
+// Sets `failure`'s peer fields from the peer `status` names: the engine's
+// epoch rank (comm::kEpochPeerPayload), or the member at the other end of a
+// failed state move (reshard::kFailedLinkPayload) when it has a rank in
+// `epoch`.
+void NameFailedPeer(const EpochInfo& epoch, const absl::Status& status,
+                    RunnerFailure* failure);
+
 // The plan of `world` for `job`, checked against the coordinator's hash
 // (FailedPrecondition "plan hash mismatch ..." otherwise).
 absl::StatusOr<plan::Plan> CheckedPlan(const job::JobSpec& job, int world,

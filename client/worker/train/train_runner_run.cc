@@ -133,6 +133,7 @@ void TrainRunner::RunStep(HeldEngine* held, bool stop) {
       failure.step = t.step;
       failure.rank = held->epoch.rank;
       failure.error = std::string(result.status.message());
+      NameFailedPeer(held->epoch, result.status, &failure);
       report(failure);
     }
     absl::MutexLock lock(&mu_);

@@ -3,11 +3,13 @@
 // operation timeout each end with a clear status well within the timeout.
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/worker/comm/failed_peer.h"
 #include "client/worker/comm/memory_kv_store.h"
 #include "tests/worker/comm/conformance_suite.h"
 
@@ -41,6 +43,8 @@ CommOptions CommFaults::Options(int rank, int size, int64_t timeout_ms) const {
 
 TEST_P(CommFaults, LostPeerFailsCollectiveWithUnavailable) {
   std::atomic<int> started{0};
+  // The peer each surviving rank's failure names (host backends).
+  std::optional<FailedPeer> named[2];
   absl::Notification both_started;
   RunRanks(3, [&](int rank) {
     auto comm = CreateCommunicator(Options(rank, 3, 20000));
@@ -58,9 +62,22 @@ TEST_P(CommFaults, LostPeerFailsCollectiveWithUnavailable) {
         (*comm)->AllReduce(buf.data(), kCount, DataType::kFp32, ReduceOp::kSum);
     EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
     EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+    named[rank] = FailedPeerOf(s);
     EXPECT_FALSE((*comm)->Barrier().ok())
         << "a broken communicator stays broken";
   });
+  if (GetParam().device != CommDevice::kCpu) return;  // NCCL names no peer
+  // Rank 2 went away; a survivor may also see the other survivor shut its
+  // connections after its own failure, but one of them names rank 2, as a
+  // closed connection, in the group.
+  bool named_two = false;
+  for (const std::optional<FailedPeer>& peer : named) {
+    ASSERT_TRUE(peer.has_value()) << "a failure names no peer";
+    EXPECT_EQ(peer->group, "faults");
+    EXPECT_TRUE(peer->closed);
+    named_two = named_two || peer->rank == 2;
+  }
+  EXPECT_TRUE(named_two) << named[0]->rank << " " << named[1]->rank;
 }
 
 TEST_P(CommFaults, MissingRankFailsRendezvousWithDeadlineExceeded) {
@@ -124,6 +141,14 @@ TEST_P(CommFaults, SilentPeerFailsOperationWithDeadlineExceeded) {
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
     EXPECT_GE(took, absl::Milliseconds(250));
     EXPECT_LT(took, absl::Seconds(5));
+    if (GetParam().device == CommDevice::kCpu) {
+      // In a group of two a timeout can only be about the other rank, and
+      // its connection did not close.
+      const std::optional<FailedPeer> peer = FailedPeerOf(s);
+      ASSERT_TRUE(peer.has_value()) << s;
+      EXPECT_EQ(peer->rank, 1);
+      EXPECT_FALSE(peer->closed);
+    }
   });
 }
 
