@@ -139,6 +139,7 @@ PY
     for i in 1 2 3 4 0; do
       if [[ $i != "$shown" ]] && (($(last_step $i) > 0)); then victim=$i; break; fi
     done
+    kill_ms=$(date +%s%3N)
     kill -9 "${workers[$victim]}"
     wait "${workers[$victim]}" 2>/dev/null || true
     echo "  -- kill -9 w$victim (daemon of rank $(tail -1 "$run/trainer-w$victim.steps" | grep -o '"rank": [0-9]*' | awk '{print $2}')) after step $upto --"
@@ -186,6 +187,30 @@ sed -n 1p "$run/trainer-w$shown.out" | cut -c17- | sed 's/^/    /'
 
 section "the kill and the re-shard that followed (zshardctl events, reshards)"
 "$bin/zshardctl" --coordinator "$addr" events | grep -E ' (step_failed|dead|propose|moves|commit|stable|finished) ' | tail -n 7 || true
+if [[ -n "${kill_ms:-}" ]]; then
+  # From the kill to the coordinator's "dead" and the next "stable", by the
+  # events' own times (the lease is 3 s: a peer's report and the closed plan
+  # watch make the death certain long before it runs out).
+  "$bin/zshardctl" --coordinator "$addr" events --output json | python3 -c '
+import datetime, json, sys
+kill = int(sys.argv[1])
+def ms(e):
+    t = datetime.datetime.strptime(e["time"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    return int(t.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000)
+text = sys.stdin.read()
+try:
+    events = json.loads(text)
+except ValueError:
+    events = [json.loads(l) for l in text.splitlines() if l.strip()]
+dead = [e for e in events if e.get("kind") == "dead" and ms(e) >= kill]
+if dead:
+    stable = [e for e in events if e.get("kind") == "stable" and e["seq"] > dead[0]["seq"]]
+    line = "  kill -9 to dead: %d ms" % (ms(dead[0]) - kill)
+    if stable:
+        line += "; to the new epoch stable: %d ms (lease 3000 ms)" % (ms(stable[0]) - kill)
+    print(line)
+' "$kill_ms" || true
+fi
 echo
 "$bin/zshardctl" --coordinator "$addr" reshards || true
 

@@ -306,7 +306,29 @@ absl::Status Coordinator::TakeOverLocked() {
                                store_prefix_, "'"));
   standbys_.clear();
   NoteStandbysLocked();
+  led_since_ = absl::Now();
   return absl::OkStatus();
+}
+
+void Coordinator::YieldIfCutOffLocked() {
+  if (standbys_.empty()) return;
+  const int64_t lease = spec_.lease_timeout_ms;
+  // Members need a lease or so to find a new leader before it judges them.
+  if (absl::Now() - led_since_ < absl::Milliseconds(2 * lease)) return;
+  Membership* m = leadership_->membership();
+  const int64_t quiet = m->HeardFromNoneMs();
+  if (quiet <= lease) return;
+  const std::string why = absl::StrCat(
+      "it heard from no member for ", quiet, " ms (lease ", lease,
+      " ms) while ", standbys_.size(),
+      " standby coordinator(s) may reach them: it gave up leading and "
+      "campaigns again behind them");
+  m->CoordinatorEvent("resigned", absl::StrCat(advertise_, ": ", why));
+  ZSHARD_LOG_WARN(absl::StrCat("resigned: ", advertise_, ": ", why));
+  absl::Status s = election_->Yield(why);
+  if (!s.ok()) {
+    ZSHARD_LOG_WARN(absl::StrCat("resigning failed: ", s.message()));
+  }
 }
 
 absl::Status Coordinator::StepDownLocked() {
@@ -376,6 +398,7 @@ void Coordinator::StepRole() {
     s = StepDownLocked();
   } else if (lead) {
     NoteStandbysLocked();
+    YieldIfCutOffLocked();
   } else {
     std::string leader = CurrentLeader();
     if (!leader.empty()) last_leader_ = leader;

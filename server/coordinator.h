@@ -134,6 +134,10 @@ class Coordinator {
   absl::Status StepDownLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   // Records "standby" events for candidates that came or went.
   void NoteStandbysLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  // A leader that has heard from no member for a whole lease while
+  // standbys exist gives its place up (campaigning again behind them), so
+  // that a standby that reaches the workers may lead.
+  void YieldIfCutOffLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   // Follows the election: takes over or steps down.
   void RoleLoop();
   void StepRole();
@@ -175,6 +179,8 @@ class Coordinator {
   std::set<std::string> standbys_ ABSL_GUARDED_BY(role_mu_);
   // The fence of the leadership being served.
   LeaderElection::Fence fence_ ABSL_GUARDED_BY(role_mu_);
+  // When this coordinator last came to lead.
+  absl::Time led_since_ ABSL_GUARDED_BY(role_mu_);
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -327,6 +327,9 @@ class Membership {
   // Empty while the job can go on; why it failed otherwise.
   std::string FailureReason();
   MembershipStats Stats();
+  // While the coordinator is isolated (IsolationGuard): how long it has
+  // heard from no live member at all; 0 otherwise, or with none live.
+  int64_t HeardFromNoneMs();
   int64_t CommittedEpoch();
   const job::JobSpec& spec() const { return spec_; }
   // False for the idle workload: its members hold no optimizer state, so

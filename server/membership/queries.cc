@@ -109,6 +109,19 @@ std::string Membership::FailureReason() {
   return job_.failure_reason();
 }
 
+int64_t Membership::HeardFromNoneMs() {
+  absl::MutexLock lock(&mu_);
+  if (!members_.isolation().isolated()) return 0;
+  const int64_t now = clock_->NowMs();
+  int64_t quiet = -1;
+  for (const auto& [id, m] : members_.all()) {
+    if (!IsLive(m.state)) continue;
+    const int64_t silent = members_.SilenceMs(m, now);
+    quiet = quiet < 0 ? silent : std::min(quiet, silent);
+  }
+  return std::max<int64_t>(0, quiet);
+}
+
 MembershipStats Membership::Stats() {
   absl::MutexLock lock(&mu_);
   MembershipStats s;

@@ -229,6 +229,21 @@ absl::Status LeaderElection::Resign() {
   return client_->Revoke(lease);
 }
 
+absl::Status LeaderElection::Yield(const std::string& why) {
+  int64_t lease = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (resigned_) return absl::OkStatus();
+    if (leading_) loss_reason_ = why;
+    leading_ = false;
+    lease = lease_;
+    // Renew at the next step: the revoked lease is found gone and a new
+    // key is put.
+    last_renewal_ = std::chrono::steady_clock::time_point();
+  }
+  return client_->Revoke(lease);
+}
+
 void LeaderElection::StopRenewing() {
   absl::MutexLock lock(&mu_);
   renewing_ = false;

@@ -85,6 +85,10 @@ class LeaderElection {
   // Revokes the lease: the key goes, another candidate leads. Idempotent;
   // the candidate does not campaign again.
   absl::Status Resign();
+  // Revokes the lease, as Resign does, but campaigns again with a new key
+  // (a higher create revision: a standby behind the others), so that
+  // another candidate leads. `why` becomes LossReason().
+  absl::Status Yield(const std::string& why);
   // Test hook: stops renewing the lease without revoking it, as a frozen
   // or killed process would (the lease then expires after ttl_s).
   void StopRenewing();

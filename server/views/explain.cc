@@ -62,9 +62,13 @@ std::vector<std::string> ExplainCluster(const ClusterView& view,
                                         int64_t settle_ms) {
   std::vector<std::string> out;
   int healthy = 0;
-  std::vector<std::string> ranks, spares, gone;
+  std::vector<std::string> ranks, spares, gone, quarantined, suspects;
   for (const MemberView& mv : view.members) {
     const Member& m = mv.member;
+    if (!mv.quarantine.empty()) {
+      quarantined.push_back(absl::StrCat(m.name, " (", mv.quarantine, ")"));
+    }
+    if (mv.suspect && IsLive(m.state)) suspects.push_back(m.name);
     if (m.state == MemberState::kActive || m.state == MemberState::kSpare ||
         m.state == MemberState::kJoining) {
       ++healthy;
@@ -115,6 +119,24 @@ std::vector<std::string> ExplainCluster(const ClusterView& view,
   }
   if (!gone.empty()) {
     out.push_back(absl::StrCat("Not counted: ", ListNames(gone), "."));
+  }
+  if (!quarantined.empty()) {
+    out.push_back(absl::StrCat(
+        "Quarantined after a broken link: ", ListNames(quarantined),
+        "; each stays a spare and is kept out of any world with that peer "
+        "until the time runs out."));
+  }
+  if (!suspects.empty()) {
+    out.push_back(absl::StrCat(
+        "Suspected by a peer: ", ListNames(suspects),
+        "; each is dead unless it heartbeats within its suspect grace."));
+  }
+  if (view.isolated) {
+    out.push_back(absl::StrCat(
+        "The coordinator is isolated: most members have been silent for ",
+        view.isolated_ms,
+        " ms at once, so it is more likely cut off from them than they all "
+        "died; it declares no one dead until they are heard again."));
   }
   if (settle_ms > 0) {
     out.push_back(absl::StrCat(

@@ -23,10 +23,6 @@ const char* const kFlags[] = {"--max-txn-ops=16384",
                               "--max-request-bytes=33554432", "--logger=zap",
                               "--log-level=warn"};
 
-std::string PeerUrl(int port) {
-  return absl::StrCat("http://127.0.0.1:", port);
-}
-
 }  // namespace
 
 std::string EtcdServer::Binary() {
@@ -70,7 +66,7 @@ EtcdCluster::~EtcdCluster() {
 }
 
 std::string EtcdCluster::endpoint(int i) const {
-  return absl::StrCat("127.0.0.1:",
+  return absl::StrCat(options_.host, ":",
                       members_[static_cast<size_t>(i)].client_port);
 }
 
@@ -105,7 +101,8 @@ absl::Status EtcdCluster::Launch(int attempt) {
     m.client_port = PickFreePort();
     m.peer_port = PickFreePort();
     m.data_dir = dir_.File(absl::StrCat("data-", attempt, "-", i));
-    peers.push_back(absl::StrCat(m.name, "=", PeerUrl(m.peer_port)));
+    peers.push_back(absl::StrCat(
+        m.name, "=", absl::StrCat("http://", options_.host, ":", m.peer_port)));
   }
   initial_cluster_ = absl::StrJoin(peers, ",");
   // Every member first: one alone has no quorum and is never healthy.
@@ -124,7 +121,8 @@ absl::Status EtcdCluster::Spawn(int i) {
   Member& m = members_[static_cast<size_t>(i)];
   const std::string client = absl::StrCat(
       options_.tls.has_value() ? "https://" : "http://", endpoint(i));
-  const std::string peer = PeerUrl(m.peer_port);
+  const std::string peer =
+      absl::StrCat("http://", options_.host, ":", m.peer_port);
   Subprocess::Options o;
   // The --initial-* flags only matter while the data dir is empty.
   o.argv = {EtcdServer::Binary(),
@@ -160,7 +158,7 @@ absl::StatusOr<server::HttpRequestOptions> EtcdCluster::Request(
     int i, const std::string& method, const std::string& path) const {
   server::HttpRequestOptions r;
   r.method = method;
-  r.host = "127.0.0.1";
+  r.host = options_.host;
   r.port = members_[static_cast<size_t>(i)].client_port;
   r.path = path;
   r.connect_timeout_ms = 200;

@@ -23,6 +23,9 @@ namespace zshard::testing {
 struct EtcdServerOptions {
   // Added to every member's command line.
   std::vector<std::string> extra_flags;
+  // The address every member listens on (client and peer URLs), e.g. a
+  // NetHosts test address that processes in its hosts reach.
+  std::string host = "127.0.0.1";
   // Start (and Restart) give up when /health has not answered by then.
   int64_t start_timeout_ms = 30000;
   // Set: the client URLs are HTTPS with tls->server_cert, and clients must
@@ -43,7 +46,7 @@ class EtcdCluster {
   ~EtcdCluster();  // SIGKILL of every member
 
   int size() const { return static_cast<int>(members_.size()); }
-  // "127.0.0.1:PORT" of member i's client URL.
+  // "HOST:PORT" of member i's client URL (HOST: options.host).
   std::string endpoint(int i) const;
   // Every member's, in order.
   std::vector<std::string> endpoints() const;

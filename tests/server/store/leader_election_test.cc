@@ -193,6 +193,30 @@ TEST_F(LeaderElectionTest, ResignedLeaderHandsOver) {
   ExpectTakesOver(b, resigned_at);
 }
 
+// A leader that yields (cut off from the workers) hands over as a resign
+// does, but campaigns again: it becomes the standby behind the new leader.
+TEST_F(LeaderElectionTest, YieldedLeaderHandsOverAndStandsBy) {
+  ASSERT_NO_FATAL_FAILURE(StartALeadingB());
+  LeaderElection* a = a_.get();
+  LeaderElection* b = b_.get();
+  const auto yielded_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(a->Yield("heard from no member").ok());
+  EXPECT_FALSE(a->leading());
+  ExpectTakesOver(b, yielded_at);
+  EXPECT_EQ(a->LossReason(), "heard from no member");
+  bool a_stands_by = false;
+  zshard::testing::WaitFor(
+      [&] {
+        const std::vector<LeaderElection::Candidate> c = b->Candidates();
+        a_stands_by = c.size() == 2 && c[0].self && c[1].id == a->id();
+        return a_stands_by;
+      },
+      10000);
+  EXPECT_TRUE(a_stands_by);
+  EXPECT_FALSE(a->leading());
+  EXPECT_TRUE(b->leading());
+}
+
 // Two candidates write (every 5 ms) whenever they lead, each fenced by the
 // leadership it holds, while the leader's lease is revoked twice. Then, from
 // etcd's revision history: every write that landed was made while its

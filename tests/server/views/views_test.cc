@@ -148,6 +148,34 @@ TEST(ExplainClusterTest, SaysWhyTheWorldRanksAndSpares) {
   EXPECT_EQ(text.find("last transition"), std::string::npos) << text;
 }
 
+TEST(ExplainClusterTest, NamesQuarantinedSuspectedMembersAndIsolation) {
+  ClusterView view;
+  view.epoch = 4;
+  view.world = 2;
+  view.members = {Mv("w0", MemberState::kActive, 0),
+                  Mv("w1", MemberState::kActive, 1),
+                  Mv("w2", MemberState::kSpare, -1)};
+  view.members[1].suspect = true;
+  view.members[2].quarantine = "apart from w0 for 590 s: its link failed";
+  job::WorldSpec world;
+  world.min = 2;
+  world.max = 2;
+  std::string text = absl::StrJoin(ExplainCluster(view, world, {}, 0), " ");
+  EXPECT_NE(text.find("Quarantined after a broken link: w2 (apart from w0 "
+                      "for 590 s: its link failed)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Suspected by a peer: w1"), std::string::npos) << text;
+  EXPECT_EQ(text.find("isolated"), std::string::npos) << text;
+  view.isolated = true;
+  view.isolated_ms = 2500;
+  text = absl::StrJoin(ExplainCluster(view, world, {}, 0), " ");
+  EXPECT_NE(text.find("The coordinator is isolated: most members have been "
+                      "silent for 2500 ms at once"),
+            std::string::npos)
+      << text;
+}
+
 TEST(ExplainClusterTest, SaysKeepDAppliesAndWhy) {
   ClusterView view;
   view.epoch = 2;
