@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/plan/plan.h"
 #include "common/status.h"
 #include "server/membership/membership.h"
 
@@ -73,8 +74,26 @@ void Membership::LinkFailedLocked(const Member& reporter, int64_t epoch,
     const Member* mb = members_.Find(b);
     return ma != nullptr && mb != nullptr && ma->join_seq > mb->join_seq;
   };
-  const std::string out =
-      health_.links.ChooseEnd(reporter.worker_id, peer->worker_id, later);
+  // What replacing a member moves: its committed rank's shard, 12 bytes an
+  // element (master, m, v); nothing for a spare.
+  auto moved = [this, &committed](const std::string& id) -> int64_t {
+    const plan::Plan* plan = world_.plans().Get(committed.world);
+    if (plan == nullptr) return 0;
+    for (int rank = 0; rank < committed.world; ++rank) {
+      if (committed.slots[rank].worker_id != id) continue;
+      int64_t elements = 0;
+      for (const plan::Shard& shard :
+           plan::MakeRankPlan(spec_.model, *plan, rank).shards) {
+        for (const plan::Piece& piece : shard.pieces) {
+          elements += piece.param_end - piece.param_start;
+        }
+      }
+      return 12 * elements;
+    }
+    return 0;
+  };
+  const std::string out = health_.links.ChooseEnd(
+      reporter.worker_id, peer->worker_id, moved, later);
   const Member* excluded = out == reporter.worker_id ? &reporter : peer;
   const Member* other = out == reporter.worker_id ? peer : &reporter;
   Quarantine q;

@@ -5,10 +5,12 @@
 // host. A worker cut from the coordinator (not from its peers) is replaced
 // by the spare and fenced when the link heals; the coordinator cut from
 // every worker loses no one (its isolation); a link between two workers
-// broken for good has one end excluded and replaced; every link slowed to
-// 200 Mbit/s with 1% random loss trains to the end with no failure. Both
-// end with masters bit for bit those of an undisturbed run on the same
-// hosts. Needs root, iproute2 and nftables (skipped otherwise).
+// broken for good has one end excluded and replaced (or, with no spare,
+// its instance dropped), a flapping one excludes at most one; every link
+// slowed to 200 Mbit/s with 1% random loss trains to the end with no
+// failure. Each ends with the reference masters, and where the world stays
+// 4, bit for bit those of an undisturbed run on the same hosts. Needs root,
+// iproute2 and nftables (skipped otherwise).
 
 #include <chrono>
 #include <cstdio>
@@ -18,6 +20,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -392,6 +395,87 @@ TEST_F(NetworkFaultsTest, BrokenWorkerLinkExcludesOneEnd) {
   auto masters = Dumped(run);
   ASSERT_TRUE(masters.ok()) << masters.status();
   EXPECT_EQ(BitDifference(*masters, clean->masters), "");
+}
+
+// keep_d with no spare: the same broken link excludes one end, and its
+// instance (a partner it cannot be with) dissolves: the world drops to the
+// other instance, W = 2, and the job finishes at the reference masters.
+TEST_F(NetworkFaultsTest, BrokenWorkerLinkWithoutASpareDropsTheInstance) {
+  auto net = NetHosts::Create(kWorkers + 1);
+  ASSERT_TRUE(net.ok()) << net.status();
+  ElasticJob job = FaultJob();
+  job.min_world = 2;
+  ElasticRun run(job);
+  PlaceOnHosts(run, **net);
+  ASSERT_TRUE(run.Start().ok()) << run.Diagnostics();
+  const std::vector<std::string> names = WorkerNames(4);
+  for (const std::string& name : names) {
+    ASSERT_TRUE(
+        run.StartWorker(name, {"--collective-timeout-ms", "2000"}).ok());
+  }
+  auto before = run.WaitForRanksAtStep(4, 10, kStartMs);
+  ASSERT_TRUE(before.ok()) << before.status() << "\n" << run.Diagnostics();
+  const std::string a = HolderOf(*before, 0);
+  const std::string b = HolderOf(*before, 1);
+  const int64_t seq = LastSeq(run.Events());
+  ASSERT_TRUE((*net)->Cut(HostOf(a), HostOf(b)).ok());
+  auto excluded = run.WaitForEvent("excluded", seq, kStartMs);
+  ASSERT_TRUE(excluded.ok()) << excluded.status() << "\n" << run.Diagnostics();
+  auto finished = run.WaitForEvent("finished", seq, kExitMs);
+  ASSERT_TRUE(finished.ok()) << finished.status() << "\n" << run.Diagnostics();
+  ExpectExitedZero(run, names);
+  const std::vector<v1::Event> events = run.Events();
+  EXPECT_TRUE(EventsOfKind(events, "dead", seq).empty())
+      << DescribeEvents(events);
+  EXPECT_EQ(EventsOfKind(events, "excluded", seq).size(), 1u)
+      << DescribeEvents(events);
+  std::vector<v1::Event> commits = EventsOfKind(events, "commit", seq);
+  ASSERT_FALSE(commits.empty()) << DescribeEvents(events);
+  EXPECT_NE(commits.back().reason().find("world 2"), std::string::npos)
+      << DescribeEvents(events);
+  ExpectReferenceMasters(run, 2);
+}
+
+// The link between two ranks of one instance flaps: cut 2 s, healed 2 s,
+// five times. The job finishes, with at most one exclusion (after one, the
+// pair is never in a world together again) and the reference masters.
+TEST_F(NetworkFaultsTest, AFlappingLinkEndsWithAtMostOneExclusion) {
+  auto net = NetHosts::Create(kWorkers + 1);
+  ASSERT_TRUE(net.ok()) << net.status();
+  ElasticJob job = FaultJob();
+  job.steps = 400;
+  ElasticRun run(job);
+  PlaceOnHosts(run, **net);
+  ASSERT_TRUE(run.Start().ok()) << run.Diagnostics();
+  const std::vector<std::string> names = WorkerNames(kWorkers);
+  for (const std::string& name : names) {
+    ASSERT_TRUE(
+        run.StartWorker(name, {"--collective-timeout-ms", "2000"}).ok());
+  }
+  auto before = run.WaitForRanksAtStep(4, 10, kStartMs);
+  ASSERT_TRUE(before.ok()) << before.status() << "\n" << run.Diagnostics();
+  const int a = HostOf(HolderOf(*before, 0));
+  const int b = HostOf(HolderOf(*before, 1));
+  const int64_t seq = LastSeq(run.Events());
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE((*net)->Cut(a, b).ok());
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    ASSERT_TRUE((*net)->Heal(a, b).ok());
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
+  auto finished = run.WaitForEvent("finished", seq, kExitMs);
+  ASSERT_TRUE(finished.ok()) << finished.status() << "\n" << run.Diagnostics();
+  ExpectExitedZero(run, names);
+  const std::vector<v1::Event> events = run.Events();
+  std::printf("flapping link: %zu link_failed, %zu excluded, %zu proposals\n",
+              EventsOfKind(events, "link_failed", seq).size(),
+              EventsOfKind(events, "excluded", seq).size(),
+              EventsOfKind(events, "propose", seq).size());
+  EXPECT_LE(EventsOfKind(events, "excluded", seq).size(), 1u)
+      << DescribeEvents(events);
+  EXPECT_TRUE(EventsOfKind(events, "dead", seq).empty())
+      << DescribeEvents(events);
+  ExpectReferenceMasters(run, 4);
 }
 
 // Every host sends at 200 Mbit/s at most (tc tbf) and drops 1% of the

@@ -19,6 +19,7 @@ std::pair<int, bool> LinkBook::Record(const std::string& a,
 
 std::string LinkBook::ChooseEnd(
     const std::string& a, const std::string& b,
+    const std::function<int64_t(const std::string&)>& moved,
     const std::function<bool(const std::string&, const std::string&)>& later)
     const {
   auto pairs_of = [this](const std::string& id) {
@@ -31,6 +32,9 @@ std::string LinkBook::ChooseEnd(
   const int na = pairs_of(a);
   const int nb = pairs_of(b);
   if (na != nb) return na > nb ? a : b;
+  const int64_t ma = moved(a);
+  const int64_t mb = moved(b);
+  if (ma != mb) return ma < mb ? a : b;
   return later(a, b) ? a : b;
 }
 

@@ -31,10 +31,12 @@ class LinkBook {
   std::pair<int, bool> Record(const std::string& a, const std::string& b,
                               int64_t epoch);
   // The end of the pair (a, b) to exclude: the one named in the most
-  // distinct failing pairs; on a tie, `later(a, b)` (true when a joined
-  // after b: the later joiner goes).
+  // distinct failing pairs; on a tie, the one whose replacement moves fewer
+  // bytes (`moved(id)`: its shard's state bytes, 0 for a spare); then
+  // `later(a, b)` (true when a joined after b: the later joiner goes).
   std::string ChooseEnd(
       const std::string& a, const std::string& b,
+      const std::function<int64_t(const std::string&)>& moved,
       const std::function<bool(const std::string&, const std::string&)>& later)
       const;
   // `excluded` is kept out of any world with `q.peer` until `q.until_ms`;

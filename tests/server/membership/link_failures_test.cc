@@ -21,15 +21,26 @@ TEST(LinkBookTest, EachEpochCountsOncePerPair) {
   EXPECT_EQ(b.failures(), 2);
 }
 
-TEST(LinkBookTest, TheEndInMoreFailingPairsGoesThenTheLaterJoiner) {
+TEST(LinkBookTest, TheEndInMoreFailingPairsGoesThenFewerBytesThenLater) {
   LinkBook b;
   b.Record("a", "b", 1);
   b.Record("a", "c", 1);
   auto later = [](const std::string& x, const std::string& y) { return x > y; };
-  EXPECT_EQ(b.ChooseEnd("a", "b", later), "a");  // a fails with b and c
+  auto same = [](const std::string&) { return int64_t{1200}; };
+  // a fails with b and c, though replacing it moves more.
+  auto a_more = [](const std::string& x) {
+    return x == "a" ? int64_t{2400} : int64_t{1200};
+  };
+  EXPECT_EQ(b.ChooseEnd("a", "b", a_more, later), "a");
   LinkBook tie;
   tie.Record("a", "b", 1);
-  EXPECT_EQ(tie.ChooseEnd("a", "b", later), "b");  // b joined later
+  EXPECT_EQ(tie.ChooseEnd("a", "b", same, later), "b");  // b joined later
+  // A spare (nothing to move) goes before a rank, whoever joined later.
+  auto a_spare = [](const std::string& x) {
+    return x == "a" ? int64_t{0} : int64_t{1200};
+  };
+  EXPECT_EQ(tie.ChooseEnd("a", "b", a_spare, later), "a");
+  EXPECT_EQ(tie.ChooseEnd("a", "b", a_more, later), "b");
 }
 
 TEST(LinkBookTest, AQuarantineEndsAfterItsTime) {
