@@ -3,10 +3,13 @@
 `zshard.DistributedOptimizer` (zshard.optimizer) attaches a training loop to
 its worker daemon; `zshard.model_spec` (zshard.spec) turns a model into the
 job spec's `model` object (`python -m zshard.spec MODULE:FUNCTION` prints
-it). Both are also importable from zshard.torch, their first home.
+it); `zshard.StepSampler` (zshard.data) gives each rank its samples of a
+step. All three are also importable from zshard.torch, the first two's
+first home.
 
-Importing zshard does not import torch: DistributedOptimizer and model_spec
-are loaded on first access, and model_spec imports torch when called.
+Importing zshard does not import torch: DistributedOptimizer, StepSampler
+and model_spec are loaded on first access, and model_spec imports torch
+when called.
 """
 
 import importlib
@@ -16,16 +19,19 @@ from zshard.errors import WorkerLost, ZshardError
 from zshard.steps import StepInfo, StepResult
 
 if TYPE_CHECKING:
+    from zshard.data import StepSampler
     from zshard.optimizer import DistributedOptimizer
     from zshard.spec import model_spec
 
-__all__ = ["DistributedOptimizer", "StepInfo", "StepResult", "WorkerLost",
-           "ZshardError", "model_spec"]
+__all__ = ["DistributedOptimizer", "StepInfo", "StepResult", "StepSampler",
+           "WorkerLost", "ZshardError", "model_spec"]
 
-# Loaded on first access: zshard.optimizer imports torch, and zshard.spec
+# Loaded on first access: zshard.optimizer and zshard.data import torch,
+# and zshard.spec
 # must not be imported with the package, or `python -m zshard.spec` would
 # find it loaded already (runpy warns then).
 _LAZY = {"DistributedOptimizer": "zshard.optimizer",
+         "StepSampler": "zshard.data",
          "model_spec": "zshard.spec"}
 
 

@@ -19,6 +19,7 @@ import zipfile
 
 import models
 import zshard
+import zshard.data
 import zshard.optimizer
 import zshard.spec
 import zshard.torch
@@ -62,8 +63,8 @@ class ExportsTest(unittest.TestCase):
             "from zshard import StepInfo, StepResult, WorkerLost, "
             "ZshardError\n"
             "import zshard._protocol, zshard.errors, zshard.steps\n"
-            "print(sorted(m for m in ('torch', 'zshard.optimizer', "
-            "'zshard.spec') if m in sys.modules))")], env=env, timeout=120)
+            "print(sorted(m for m in ('torch', 'zshard.data', "
+            "'zshard.optimizer', 'zshard.spec') if m in sys.modules))")], env=env, timeout=120)
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(result.stdout.strip(), "[]")
 
@@ -80,14 +81,15 @@ class ExportsTest(unittest.TestCase):
 
     def test_one_object_under_every_name(self):
         self.assertEqual(sorted(zshard.__all__), [
-            "DistributedOptimizer", "StepInfo", "StepResult", "WorkerLost",
-            "ZshardError", "model_spec"])
+            "DistributedOptimizer", "StepInfo", "StepResult", "StepSampler",
+            "WorkerLost", "ZshardError", "model_spec"])
         for name in zshard.__all__:
             self.assertIs(getattr(zshard, name),
                           getattr(zshard.torch, name), name)
         self.assertIs(zshard.DistributedOptimizer,
                       zshard.optimizer.DistributedOptimizer)
         self.assertIs(zshard.model_spec, zshard.spec.model_spec)
+        self.assertIs(zshard.StepSampler, zshard.data.StepSampler)
         self.assertIs(_protocol.WorkerLost, zshard.WorkerLost)
         self.assertIs(_protocol.ZshardError, zshard.ZshardError)
         self.assertIn("DistributedOptimizer", dir(zshard))
