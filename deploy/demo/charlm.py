@@ -2,9 +2,13 @@
 the GNU GPL version 3 as Debian's base-files ships it
 (/usr/share/common-licenses/GPL-3), trained through zshard.
 
-    python3 charlm.py SOCKET [--log FILE] [--device cuda:N] [--text FILE]
+    python3 charlm.py [SOCKET] [--log FILE] [--device cuda:N] [--text FILE]
                                               # one trainer per worker daemon
     python -m zshard.spec charlm:build_model  # the job file's model object
+    python -m zshard.run --nproc 4 --spares 1 --job job.json charlm.py
+                                              # all of it with one command
+
+SOCKET defaults to $ZSHARD_TRAINER_SOCKET (zshard-run sets it).
 
 The model reads the CONTEXT characters before a position (an embedding of
 each, concatenated), a two-layer MLP (Bengio et al. 2003) maps them to a
@@ -88,7 +92,9 @@ def summed_loss(model, text, step, samples, global_batch):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("socket")
+    parser.add_argument("socket", nargs="?", default=None,
+                        help="the daemon's trainer socket (default "
+                        "$ZSHARD_TRAINER_SOCKET, as zshard-run sets it)")
     parser.add_argument("--log", default=None,
                         help="append one JSON line per step here")
     parser.add_argument("--device", default="cpu",

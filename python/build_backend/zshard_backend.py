@@ -3,7 +3,8 @@ only: `pip install ./python` builds the wheel with nothing to download.
 
 It builds one pure-Python wheel (py3-none-any) of the `zshard` directory
 next to pyproject.toml, with the metadata of pyproject.toml's [project]
-table (name, version, description, requires-python), and an sdist of the
+table (name, version, description, requires-python) and its
+[project.scripts] as console scripts (entry_points.txt), and an sdist of the
 same files that builds the same wheel. Builds are reproducible: entries are
 sorted and dated SOURCE_DATE_EPOCH (default 1980-01-01).
 """
@@ -47,7 +48,24 @@ def _parse_project(text: str) -> Dict[str, str]:
 def _parse_project_lines(text: str) -> Dict[str, str]:
     """_parse_project without tomllib: each key = "a basic string" of the
     [project] table on one line."""
-    project: Dict[str, str] = {}
+    return _parse_table_lines(text, "project")
+
+
+def _parse_scripts(text: str) -> Dict[str, str]:
+    """The [project.scripts] table of pyproject.toml's `text` (console
+    script name = "module:function"): with tomllib where there is one,
+    else each entry as a basic string on one line."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.9 and 3.10
+        return _parse_table_lines(text, "project.scripts")
+    scripts = tomllib.loads(text).get("project", {}).get("scripts", {})
+    return {k: v for k, v in scripts.items() if isinstance(v, str)}
+
+
+def _parse_table_lines(text: str, want: str) -> Dict[str, str]:
+    """The basic-string keys of table `want`, line by line."""
+    found: Dict[str, str] = {}
     table = None
     for line in text.splitlines():
         line = line.strip()
@@ -55,12 +73,17 @@ def _parse_project_lines(text: str) -> Dict[str, str]:
         if header:
             table = header.group(1).strip()
             continue
-        m = re.fullmatch(r'([A-Za-z0-9_-]+)\s*=\s*"((?:[^"\\]|\\.)*)"\s*'
-                         r'(#.*)?', line)
-        if table == "project" and m:
+        m = re.fullmatch(r'("?)([A-Za-z0-9_.-]+)\1\s*=\s*"((?:[^"\\]|\\.)*)"'
+                         r'\s*(#.*)?', line)
+        if table == want and m:
             # A basic string's escapes are JSON's (all but \U and \e).
-            project[m.group(1)] = json.loads('"%s"' % m.group(2))
-    return project
+            found[m.group(2)] = json.loads('"%s"' % m.group(3))
+    return found
+
+
+def _scripts(root: str = ".") -> Dict[str, str]:
+    with open(os.path.join(root, "pyproject.toml"), encoding="utf-8") as f:
+        return _parse_scripts(f.read())
 
 
 def _project(root: str = ".") -> Dict[str, str]:
@@ -95,11 +118,19 @@ def _wheel_file() -> str:
             "Root-Is-Purelib: true\nTag: %s\n" % WHEEL_TAG)
 
 
-def _dist_info(project: Dict[str, str]) -> List[Tuple[str, bytes]]:
-    """The .dist-info files but RECORD: (name, contents)."""
-    return [("METADATA", _metadata(project).encode()),
-            ("WHEEL", _wheel_file().encode()),
-            ("top_level.txt", (PACKAGE + "\n").encode())]
+def _dist_info(project: Dict[str, str],
+               scripts: Optional[Dict[str, str]] = None
+               ) -> List[Tuple[str, bytes]]:
+    """The .dist-info files but RECORD: (name, contents); with
+    entry_points.txt when there are console `scripts`."""
+    files = [("METADATA", _metadata(project).encode()),
+             ("WHEEL", _wheel_file().encode()),
+             ("top_level.txt", (PACKAGE + "\n").encode())]
+    if scripts:
+        text = "[console_scripts]\n" + "".join(
+            "%s = %s\n" % item for item in sorted(scripts.items()))
+        files.insert(0, ("entry_points.txt", text.encode()))
+    return files
 
 
 def _package_files(root: str = ".") -> List[str]:
@@ -173,7 +204,7 @@ def prepare_metadata_for_build_wheel(
     project = _project()
     name = _dist_name(project) + ".dist-info"
     os.makedirs(os.path.join(metadata_directory, name), exist_ok=True)
-    for filename, data in _dist_info(project):
+    for filename, data in _dist_info(project, _scripts()):
         with open(os.path.join(metadata_directory, name, filename),
                   "wb") as f:
             f.write(data)
@@ -192,7 +223,7 @@ def build_wheel(wheel_directory: str,
             entries.append((path, f.read()))
     info = dist + ".dist-info"
     entries += [(info + "/" + name, data)
-                for name, data in _dist_info(project)]
+                for name, data in _dist_info(project, _scripts())]
     filename = "%s-%s.whl" % (dist, WHEEL_TAG)
     os.makedirs(wheel_directory, exist_ok=True)
     _write_wheel(os.path.join(wheel_directory, filename), entries,

@@ -1,7 +1,8 @@
 """The package itself: what `import zshard` exports (without importing
 torch), the error hierarchy, the step result types, and `pip install
 ./python` offline with the in-tree build backend (python/build_backend):
-the installed copy imports and runs `python -m zshard.spec`."""
+the installed copy imports and runs `python -m zshard.spec`, and its
+console script zshard-run answers --help."""
 
 import base64
 import csv
@@ -206,6 +207,20 @@ class PipInstallTest(unittest.TestCase):
         self.assertEqual(spec.returncode, 0, spec.stderr)
         self.assertEqual(json.loads(spec.stdout),
                          zshard.model_spec(models.tied_lm(), name="lm"))
+        # The console script zshard-run (pyproject's [project.scripts]).
+        with open(os.path.join(info, "entry_points.txt")) as f:
+            self.assertEqual(f.read(), "[console_scripts]\n"
+                             "zshard-run = zshard.run:main\n")
+        script = os.path.join(target, "bin", "zshard-run")
+        result = subprocess.run([script, "--help"], env=env, cwd=self.tmp.name,
+                                capture_output=True, text=True, timeout=120)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("usage: zshard-run [-h] --nproc N", result.stdout)
+        result = subprocess.run([script, "--nproc", "0"], env=env,
+                                cwd=self.tmp.name, capture_output=True,
+                                text=True, timeout=120)
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertEqual(len(result.stderr.splitlines()), 1, result.stderr)
 
 
 class BackendTest(unittest.TestCase):
@@ -264,6 +279,10 @@ class BackendTest(unittest.TestCase):
         project = backend._parse_project(text)
         self.assertEqual(project["name"], "zshard")
         self.assertEqual(backend._parse_project_lines(text), project)
+        scripts = backend._parse_scripts(text)
+        self.assertEqual(scripts, {"zshard-run": "zshard.run:main"})
+        self.assertEqual(backend._parse_table_lines(text, "project.scripts"),
+                         scripts)
 
 
 if __name__ == "__main__":
