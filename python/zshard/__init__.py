@@ -15,7 +15,7 @@ when called.
 import importlib
 from typing import TYPE_CHECKING, Any, List
 
-from zshard.errors import WorkerLost, ZshardError
+from zshard.errors import JobFailed, WorkerLost, ZshardError
 from zshard.steps import StepInfo, StepResult
 
 if TYPE_CHECKING:
@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from zshard.optimizer import DistributedOptimizer
     from zshard.spec import model_spec
 
-__all__ = ["DistributedOptimizer", "StepInfo", "StepResult", "StepSampler",
-           "WorkerLost", "ZshardError", "model_spec"]
+__all__ = ["DistributedOptimizer", "JobFailed", "StepInfo", "StepResult",
+           "StepSampler", "WorkerLost", "ZshardError", "model_spec"]
 
 # Loaded on first access: zshard.optimizer and zshard.data import torch,
 # and zshard.spec

@@ -6,7 +6,7 @@ ConnectionError, so that code which handles lost connections in general
 catches it too.
 """
 
-__all__ = ["WorkerLost", "ZshardError"]
+__all__ = ["JobFailed", "WorkerLost", "ZshardError"]
 
 
 class ZshardError(RuntimeError):
@@ -20,3 +20,10 @@ class WorkerLost(ZshardError, ConnectionError):
     A ZshardError and a ConnectionError: code that catches ZshardError to
     handle a refusal must let WorkerLost through first if it should end
     the training loop (`except WorkerLost: raise`)."""
+
+
+class JobFailed(ZshardError):
+    """The coordinator ended the job as failed (a range of the optimizer
+    state lost with no copy and no checkpoint, or the job found it cannot
+    go on); the message is the coordinator's reason. The daemon is alive
+    and exits 1 too: unlike WorkerLost, nothing will resume this job."""

@@ -20,7 +20,7 @@ import torch
 
 from zshard import _cuda_ipc, _protocol
 from zshard._protocol import close_fds
-from zshard.errors import WorkerLost, ZshardError
+from zshard.errors import JobFailed, WorkerLost, ZshardError
 from zshard.spec import model_spec
 from zshard.steps import StepInfo, StepResult
 
@@ -191,9 +191,11 @@ class DistributedOptimizer:
         re-shard runs), zeroes the gradient buffer and returns the step.
 
         Returns:
-            The step's StepInfo; None once the job's steps are done.
+            The step's StepInfo; None once the job's steps are done (on
+            every trainer, a spare's included).
 
         Raises:
+            JobFailed: the coordinator failed the job (its reason).
             WorkerLost: the daemon went away.
             ZshardError: the optimizer is closed, or the daemon reported an
                 error or broke the protocol.
@@ -217,6 +219,9 @@ class DistributedOptimizer:
                 return self._info
             elif kind == "done":
                 self._info = None
+                if body.get("failed"):
+                    raise JobFailed("the job failed: %s" %
+                                    body.get("reason", "no reason given"))
                 return None
             elif kind == "error":
                 raise ZshardError(body.get("message", "error"))

@@ -5,10 +5,10 @@ zshard.data, zshard.steps and zshard.errors; `import zshard` exports them
 too."""
 
 from zshard.data import StepSampler
-from zshard.errors import WorkerLost, ZshardError
+from zshard.errors import JobFailed, WorkerLost, ZshardError
 from zshard.optimizer import DistributedOptimizer
 from zshard.spec import model_spec
 from zshard.steps import StepInfo, StepResult
 
-__all__ = ["DistributedOptimizer", "StepInfo", "StepResult", "StepSampler",
-           "WorkerLost", "ZshardError", "model_spec"]
+__all__ = ["DistributedOptimizer", "JobFailed", "StepInfo", "StepResult",
+           "StepSampler", "WorkerLost", "ZshardError", "model_spec"]

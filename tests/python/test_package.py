@@ -82,8 +82,8 @@ class ExportsTest(unittest.TestCase):
 
     def test_one_object_under_every_name(self):
         self.assertEqual(sorted(zshard.__all__), [
-            "DistributedOptimizer", "StepInfo", "StepResult", "StepSampler",
-            "WorkerLost", "ZshardError", "model_spec"])
+            "DistributedOptimizer", "JobFailed", "StepInfo", "StepResult",
+            "StepSampler", "WorkerLost", "ZshardError", "model_spec"])
         for name in zshard.__all__:
             self.assertIs(getattr(zshard, name),
                           getattr(zshard.torch, name), name)
@@ -105,6 +105,9 @@ class ErrorsTest(unittest.TestCase):
         self.assertTrue(issubclass(zshard.WorkerLost, zshard.ZshardError))
         self.assertTrue(issubclass(zshard.WorkerLost, ConnectionError))
         self.assertFalse(issubclass(zshard.ZshardError, ConnectionError))
+        # A failed job is no lost connection: the daemon is alive.
+        self.assertTrue(issubclass(zshard.JobFailed, zshard.ZshardError))
+        self.assertFalse(issubclass(zshard.JobFailed, ConnectionError))
 
     def test_a_closed_peer_is_worker_lost_for_either_handler(self):
         ours, theirs = socket.socketpair()

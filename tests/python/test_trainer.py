@@ -22,7 +22,7 @@ OPTIMIZER = {"lr": 0.01, "weight_decay": 0.1, "clip_grad_norm": 1.0,
                              "decay_steps": STEPS, "min_lr": 0.001}}
 
 
-def job(steps=STEPS, trainer_timeout_ms=20000, bf16=False):
+def job(steps=STEPS, trainer_timeout_ms=20000, bf16=False, min_world=4):
     model = models.tied_lm()
     layout = {"bucket_size": 512}  # small buckets: the model spans several
     if bf16:
@@ -33,7 +33,7 @@ def job(steps=STEPS, trainer_timeout_ms=20000, bf16=False):
         "model": model_spec(model, name="tiedlm"),
         "layout": layout,
         "optimizer": OPTIMIZER,
-        "world": {"instances": 2, "min": 4, "max": 4},
+        "world": {"instances": 2, "min": min_world, "max": 4},
         "lease_timeout_ms": 3000,
         "heartbeat_interval_ms": 300,
         "workload": {"kind": "trainer", "steps": steps,
@@ -94,8 +94,11 @@ class TrainerTest(unittest.TestCase):
         # A trainer gone for good is given up after 3 s in its own test.
         timeout = 3000 if "gone_for_good" in self._testMethodName else 20000
         bf16 = "bf16" in self._testMethodName
+        # A world of 2 may form in the failed-job test: it needs a lost
+        # range, not a world too small to form.
+        min_world = 2 if "failed_job" in self._testMethodName else 4
         self.cluster = cluster.Cluster(job(trainer_timeout_ms=timeout,
-                                           bf16=bf16))
+                                           bf16=bf16, min_world=min_world))
         self.addCleanup(self.cluster.stop)
 
     def assert_matches_reference(self, outs, steps_log, skip=()):
@@ -234,6 +237,33 @@ class TrainerTest(unittest.TestCase):
         survivor = trainers[alive[0]]
         self.assert_matches_reference(
             [outs[i] for i in alive], self.completed_steps(survivor))
+
+    def test_a_spare_trainer_gets_none_at_the_end(self):
+        # Five daemons for a world of four and no fault: the spare's trainer
+        # waits in begin_step the whole run and gets None at the end, as
+        # the ranks' trainers do (exit 0, not WorkerLost's 3).
+        trainers, _ = self.start(5)
+        self.finish(trainers, ["w%d" % i for i in range(5)])
+
+    def test_a_failed_job_raises_job_failed(self):
+        # The holders of ranks 0 and 2 (the same shard in both instances)
+        # are killed: a range has no copy left and no checkpoint, so the
+        # coordinator fails the job. The survivors' trainers get JobFailed
+        # with its reason (exit 4), not WorkerLost: their daemons live.
+        trainers, _ = self.start(4, extra=self.pause_after(3))
+        self.wait_for_step(trainers, 3)
+        ranks = {}
+        for t in trainers:
+            ranks[self.cluster.steps(t)[-1]["rank"]] = trainers.index(t)
+        for rank in (0, 2):
+            self.cluster.procs["w%d" % ranks[rank]].send_signal(
+                signal.SIGKILL)
+        self.resume()
+        for rank in (1, 3):
+            t = trainers[ranks[rank]]
+            self.assertEqual(self.cluster.wait(t, 120), 4,
+                             self.cluster.read_log(t))
+            self.assertIn("the job failed: ", self.cluster.read_log(t))
 
     def test_a_trainer_gone_for_good_hands_its_state_over(self):
         # Past trainer_timeout_ms its daemon leaves as on SIGTERM (exit 0,

@@ -98,6 +98,9 @@ def main():
     except zshard.WorkerLost as e:
         print("trainer: %s" % e, file=sys.stderr)
         return 3
+    except zshard.JobFailed as e:
+        print("trainer: %s" % e, file=sys.stderr)
+        return 4
     torch.save(model.state_dict(), args.out)
     return 0
 

@@ -42,6 +42,7 @@ class IdleRunner : public Runner {
   PreparedState prepared_state() const override;
   void Abort() override;
   absl::Status failure() const override;
+  void OnJobEnd(bool, const std::string&) override {}
 
   // Starts stepping from `step` (the last completed step; the next step is
   // step + 1). Called when an epoch becomes ACTIVE.

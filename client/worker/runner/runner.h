@@ -171,6 +171,9 @@ class Runner {
   // OK, or the error that stopped the runner for good (the worker then
   // leaves and exits 1).
   virtual absl::Status failure() const = 0;
+  // The coordinator ended the job: every rank finished its steps, or
+  // (`failed`) it cannot go on, for `reason`. Spares hear it too.
+  virtual void OnJobEnd(bool failed, const std::string& reason) = 0;
 };
 
 }  // namespace zshard::worker

@@ -418,9 +418,11 @@ void CoordinatorSession::HeartbeatLoop() {
           absl::MutexLock lock(&mu_);
           failure_reason_ = "job failed: " + reason;
         }
+        runner_->OnJobEnd(true, reason);
         return End(SessionOutcome::kFailed, "job failed: " + reason);
       }
       if (response.command() == v1::COMMAND_EXIT) {
+        runner_->OnJobEnd(false, "");
         return End(SessionOutcome::kDone, "job finished");
       }
       if (response.command() == v1::COMMAND_DRAIN) {

@@ -233,6 +233,10 @@ bool TrainRunner::done() const {
   return stepping_ == TrainStepping::kDone;
 }
 
+void TrainRunner::OnJobEnd(bool failed, const std::string& reason) {
+  if (hub_ != nullptr) hub_->SendDone(failed, reason);
+}
+
 absl::Status TrainRunner::failure() const {
   absl::MutexLock lock(&mu_);
   return failure_;

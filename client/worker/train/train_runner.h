@@ -86,6 +86,8 @@ class TrainRunner : public Runner {
   bool active() const override;
   bool done() const override;
   absl::Status failure() const override;
+  // Tells the trainer (a spare's too) that the job ended.
+  void OnJobEnd(bool failed, const std::string& reason) override;
 
   // The epoch whose engine steps (0: none yet) and this worker's rank in it
   // (-1: none). For tests and logs.

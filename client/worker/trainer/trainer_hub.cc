@@ -470,12 +470,13 @@ void TrainerHub::SendResult(const TrainerStepResult& r) {
   (void)SendMessage(fd, body, {}, options_.io_timeout_ms);
 }
 
-void TrainerHub::SendDone() {
+void TrainerHub::SendDone(bool failed, const std::string& reason) {
   absl::MutexLock io(&io_mu_);
   absl::MutexLock lock(&mu_);
   if (conn_.get() < 0) return;
-  (void)SendMessage(conn_.get(), {{"type", "done"}}, {},
-                    options_.io_timeout_ms);
+  (void)SendMessage(conn_.get(),
+                    {{"type", "done"}, {"failed", failed}, {"reason", reason}},
+                    {}, options_.io_timeout_ms);
 }
 
 bool TrainerHub::attached() const {

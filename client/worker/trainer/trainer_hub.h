@@ -114,7 +114,7 @@ class TrainerHub {
   void SendResult(const TrainerStepResult& result);
 
   // Tells the attached trainer that the job's steps are done.
-  void SendDone();
+  void SendDone(bool failed = false, const std::string& reason = "");
 
   // Wakes WaitForTrainer callers with Cancelled and stops accepting.
   void Shutdown();

@@ -35,7 +35,10 @@
 //                                      every bucket not signalled is final
 //   daemon -> trainer  result         {"step", "failed", "applied",
 //                                      "grad_norm", "loss" (or null)}
-//   daemon -> trainer  done           {} (the job's steps are done)
+//   daemon -> trainer  done           {"failed", "reason"}: the job's steps
+//                                      are done (failed false; also to a
+//                                      spare's trainer), or the coordinator
+//                                      failed the job for "reason"
 //   trainer -> daemon  detach         {}
 //
 // init comes once, when the job starts fresh (the daemon takes its initial

@@ -38,6 +38,7 @@ class FakeRunner : public Runner {
   PreparedState prepared_state() const override { return prepared; }
   void Abort() override {}
   absl::Status failure() const override { return absl::OkStatus(); }
+  void OnJobEnd(bool, const std::string&) override {}
   int64_t step() const override { return step_; }
   bool active() const override { return active_; }
   bool done() const override { return false; }
