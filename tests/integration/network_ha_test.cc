@@ -1,7 +1,7 @@
 // Network faults with coordinator high availability: three coordinators
 // (hosts 0..2) on one etcd prefix, five workers (hosts 3..7, W = 4 in
 // I = 2 and a spare) that know all three, and an etcd cluster of three
-// members on the test process's address (which every host reaches). The
+// members (hosts 8..10), each host a network namespace of its own. The
 // leader is cut off, either from every worker (it still reaches etcd: it
 // hears from no member for a lease and gives its place up, so a standby
 // that reaches them leads) or from etcd (its lease ends and a standby
@@ -32,6 +32,8 @@ namespace {
 
 constexpr int kCoordinators = 3;
 constexpr int kWorkers = 5;
+constexpr int kEtcdMembers = 3;
+constexpr int kFirstEtcdHost = kCoordinators + kWorkers;
 constexpr char kPrefix[] = "/zshard-netha";
 
 int64_t WallMs() {
@@ -55,11 +57,14 @@ class NetworkHaTest : public ::testing::TestWithParam<Cut> {
     if (EtcdServer::Binary().empty()) {
       GTEST_SKIP() << "etcd is not installed (deploy/install-deps.sh)";
     }
-    auto net = NetHosts::Create(kCoordinators + kWorkers);
+    auto net = NetHosts::Create(kCoordinators + kWorkers + kEtcdMembers);
     ASSERT_TRUE(net.ok()) << net.status();
     net_ = *std::move(net);
     EtcdServerOptions o;
-    o.host = net_->TestAddress();
+    for (int i = 0; i < kEtcdMembers; ++i) {
+      const int host = kFirstEtcdHost + i;
+      o.placements.push_back({net_->Command(host), net_->Address(host)});
+    }
     auto etcd = EtcdCluster::Start(3, o);
     ASSERT_TRUE(etcd.ok()) << etcd.status();
     etcd_ = *std::move(etcd);
@@ -147,7 +152,9 @@ TEST_P(NetworkHaTest, CutOffLeaderGivesWayToAStandby) {
       ASSERT_TRUE(net_->Cut(0, HostOf(name)).ok());
     }
   } else {
-    ASSERT_TRUE(net_->CutFromTest(0).ok());
+    for (int i = 0; i < kEtcdMembers; ++i) {
+      ASSERT_TRUE(net_->Cut(0, kFirstEtcdHost + i).ok());
+    }
   }
   int leader = -1;
   WaitFor(

@@ -22,8 +22,10 @@ import test_trainer
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.normpath(os.path.join(HERE, "..", "..", "python"))
 
-# The user's script: trains models.tied_lm(), prints each step's loss and
-# writes the final params to OUT/w<ZSHARD_LOCAL_RANK>.pt. --sleep S waits S
+# The user's script: trains models.tied_lm(), prints each step's loss and,
+# when it ran a step (a spare's trainer that never did gets None at the end
+# and writes nothing), the final params to OUT/w<ZSHARD_LOCAL_RANK>.pt.
+# --sleep S waits S
 # seconds a step (time to kill something mid-run); --fail exits 1 at once.
 TRAIN = '''
 import os, sys, time
@@ -36,6 +38,7 @@ out = sys.argv[1]
 sleep = float(sys.argv[sys.argv.index("--sleep") + 1]) \\
     if "--sleep" in sys.argv else 0.0
 model = models.tied_lm()
+ran = False
 with DistributedOptimizer(model) as opt:  # $ZSHARD_TRAINER_SOCKET
     while (info := opt.begin_step()) is not None:
         x, y = models.token_batch(info.global_batch)
@@ -44,9 +47,11 @@ with DistributedOptimizer(model) as opt:  # $ZSHARD_TRAINER_SOCKET
         result = opt.step(loss)
         print("step %d rank %d failed %s loss %r" % (
             result.step, info.rank, result.failed, result.loss))
+        ran = True
         time.sleep(sleep)
-torch.save(model.state_dict(), os.path.join(
-    out, "w%s.pt" % os.environ["ZSHARD_LOCAL_RANK"]))
+if ran:
+    torch.save(model.state_dict(), os.path.join(
+        out, "w%s.pt" % os.environ["ZSHARD_LOCAL_RANK"]))
 '''
 
 

@@ -65,8 +65,15 @@ EtcdCluster::~EtcdCluster() {
   for (int i = 0; i < size(); ++i) Kill(i);
 }
 
+std::string EtcdCluster::HostOf(int i) const {
+  const size_t k = static_cast<size_t>(i);
+  return k < options_.placements.size() && !options_.placements[k].host.empty()
+             ? options_.placements[k].host
+             : options_.host;
+}
+
 std::string EtcdCluster::endpoint(int i) const {
-  return absl::StrCat(options_.host, ":",
+  return absl::StrCat(HostOf(i), ":",
                       members_[static_cast<size_t>(i)].client_port);
 }
 
@@ -101,8 +108,10 @@ absl::Status EtcdCluster::Launch(int attempt) {
     m.client_port = PickFreePort();
     m.peer_port = PickFreePort();
     m.data_dir = dir_.File(absl::StrCat("data-", attempt, "-", i));
-    peers.push_back(absl::StrCat(
-        m.name, "=", absl::StrCat("http://", options_.host, ":", m.peer_port)));
+    peers.push_back(
+        absl::StrCat(m.name, "=",
+                     absl::StrCat("http://", HostOf(static_cast<int>(i)), ":",
+                                  m.peer_port)));
   }
   initial_cluster_ = absl::StrJoin(peers, ",");
   // Every member first: one alone has no quorum and is never healthy.
@@ -121,20 +130,21 @@ absl::Status EtcdCluster::Spawn(int i) {
   Member& m = members_[static_cast<size_t>(i)];
   const std::string client = absl::StrCat(
       options_.tls.has_value() ? "https://" : "http://", endpoint(i));
-  const std::string peer =
-      absl::StrCat("http://", options_.host, ":", m.peer_port);
+  const std::string peer = absl::StrCat("http://", HostOf(i), ":", m.peer_port);
   Subprocess::Options o;
+  if (static_cast<size_t>(i) < options_.placements.size()) {
+    o.argv = options_.placements[static_cast<size_t>(i)].command;
+  }
   // The --initial-* flags only matter while the data dir is empty.
-  o.argv = {EtcdServer::Binary(),
-            "--name=" + m.name,
-            "--data-dir=" + m.data_dir,
-            "--listen-client-urls=" + client,
-            "--advertise-client-urls=" + client,
-            "--listen-peer-urls=" + peer,
-            "--initial-advertise-peer-urls=" + peer,
-            "--initial-cluster=" + initial_cluster_,
-            "--initial-cluster-state=new",
-            "--initial-cluster-token=zshard-test"};
+  for (std::string arg :
+       {EtcdServer::Binary(), "--name=" + m.name, "--data-dir=" + m.data_dir,
+        "--listen-client-urls=" + client, "--advertise-client-urls=" + client,
+        "--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
+        "--initial-cluster=" + initial_cluster_,
+        std::string("--initial-cluster-state=new"),
+        std::string("--initial-cluster-token=zshard-test")}) {
+    o.argv.push_back(std::move(arg));
+  }
   for (const char* f : kFlags) o.argv.emplace_back(f);
   if (options_.tls.has_value()) {
     const TlsFiles& t = *options_.tls;
@@ -158,7 +168,7 @@ absl::StatusOr<server::HttpRequestOptions> EtcdCluster::Request(
     int i, const std::string& method, const std::string& path) const {
   server::HttpRequestOptions r;
   r.method = method;
-  r.host = options_.host;
+  r.host = HostOf(i);
   r.port = members_[static_cast<size_t>(i)].client_port;
   r.path = path;
   r.connect_timeout_ms = 200;

@@ -26,6 +26,13 @@ struct EtcdServerOptions {
   // The address every member listens on (client and peer URLs), e.g. a
   // NetHosts test address that processes in its hosts reach.
   std::string host = "127.0.0.1";
+  // Where member i runs, when set (one entry per member): a command prefix
+  // (e.g. NetHosts::Command(h)) and the address it listens on there.
+  struct Placement {
+    std::vector<std::string> command;
+    std::string host;
+  };
+  std::vector<Placement> placements;
   // Start (and Restart) give up when /health has not answered by then.
   int64_t start_timeout_ms = 30000;
   // Set: the client URLs are HTTPS with tls->server_cert, and clients must
@@ -46,7 +53,8 @@ class EtcdCluster {
   ~EtcdCluster();  // SIGKILL of every member
 
   int size() const { return static_cast<int>(members_.size()); }
-  // "HOST:PORT" of member i's client URL (HOST: options.host).
+  // "HOST:PORT" of member i's client URL (HOST: its placement's, else
+  // options.host).
   std::string endpoint(int i) const;
   // Every member's, in order.
   std::vector<std::string> endpoints() const;
@@ -78,6 +86,8 @@ class EtcdCluster {
   // waits for each.
   absl::Status Launch(int attempt);
   absl::Status Spawn(int i);
+  // The address member i listens on.
+  std::string HostOf(int i) const;
   absl::Status WaitHealthy(int i);
   // A request to member i's client URL (TLS as the options say).
   absl::StatusOr<server::HttpRequestOptions> Request(

@@ -360,33 +360,6 @@ absl::Status NetHosts::Cut(int a, int b) {
   return absl::OkStatus();
 }
 
-absl::Status NetHosts::CutFromTest(int host) {
-  ZSHARD_RETURN_IF_ERROR(CheckHost(host));
-  const std::pair<int, int> pair = {-1, host};
-  if (std::find(cuts_.begin(), cuts_.end(), pair) != cuts_.end()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("host ", host, " is cut from the test already"));
-  }
-  ZSHARD_RETURN_IF_ERROR(Ip({"-n", Namespace(host), "route", "add", "blackhole",
-                             test_address_ + "/32"})
-                             .status());
-  cuts_.push_back(pair);
-  return absl::OkStatus();
-}
-
-absl::Status NetHosts::HealFromTest(int host) {
-  ZSHARD_RETURN_IF_ERROR(CheckHost(host));
-  auto it = std::find(cuts_.begin(), cuts_.end(), std::make_pair(-1, host));
-  if (it == cuts_.end()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("host ", host, " is not cut from the test"));
-  }
-  cuts_.erase(it);
-  return Ip({"-n", Namespace(host), "route", "del", "blackhole",
-             test_address_ + "/32"})
-      .status();
-}
-
 absl::Status NetHosts::Heal(int a, int b) {
   ZSHARD_RETURN_IF_ERROR(CheckHost(a));
   ZSHARD_RETURN_IF_ERROR(CheckHost(b));

@@ -81,11 +81,6 @@ class NetHosts {
   // Cut or heal `host` from every other host (not from the test process).
   absl::Status CutAll(int host);
   absl::Status HealAll(int host);
-  // Cut or heal `host` from the test process's address (what the test runs
-  // there, e.g. etcd, included): a blackhole route to TestAddress() in
-  // `host`, so nothing `host` sends reaches it.
-  absl::Status CutFromTest(int host);
-  absl::Status HealFromTest(int host);
 
   // Limits what `host` sends over its link to `mbit` Mbit/s (tc tbf on its
   // eth0, replacing an earlier limit). What it receives is limited by the
@@ -120,7 +115,7 @@ class NetHosts {
   std::string ip_path_;
   std::vector<std::string> addresses_;
   std::string test_address_;
-  // Cut pairs (a < b; a = -1: cut from the test address).
+  // Cut pairs (a < b).
   std::vector<std::pair<int, int>> cuts_;
   // Per host: a tbf limit, an nftables table in place.
   std::vector<bool> limited_;
