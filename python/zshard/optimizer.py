@@ -215,7 +215,7 @@ class DistributedOptimizer:
                 self._discarded = False
                 self._info = StepInfo(body["step"], body["rank"],
                                       body["world"], body["global_batch"],
-                                      body["lr"])
+                                      body["lr"], body.get("steps", 0))
                 return self._info
             elif kind == "done":
                 self._info = None

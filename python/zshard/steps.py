@@ -20,6 +20,7 @@ class StepInfo(NamedTuple):
         world: the number of ranks in this step.
         global_batch: the job's samples per step, B.
         lr: this step's learning rate (the daemons apply it).
+        steps: the job's length in steps (0 when the daemon did not say).
     """
 
     step: int
@@ -27,13 +28,14 @@ class StepInfo(NamedTuple):
     world: int
     global_batch: int
     lr: float
+    steps: int = 0
 
 
 class StepResult(NamedTuple):
     """The outcome of a step: `applied` is False when a non-finite gradient
     skipped it everywhere; `grad_norm` is the global norm before clipping;
     `loss` the world's summed loss divided by the global batch (None when no
-    trainer passed one). `failed` is True when the step did not complete
+    trainer passed one, or the step failed). `failed` is True when the step did not complete
     because a peer was lost: nothing is lost, the world re-shards and the
     next begin_step returns the step to run (this one again, or the next if
     another rank completed it).
@@ -43,7 +45,8 @@ class StepResult(NamedTuple):
         applied: False when a non-finite gradient (or a refused one)
             skipped the update on every rank.
         grad_norm: the global gradient norm, before clipping; None when
-            it is not finite (the protocol's JSON has no NaN or infinity).
+            it is not finite (the protocol's JSON has no NaN or infinity)
+            or the step failed.
         loss: the world's summed loss / the global batch, or None.
         failed: True when a peer was lost during the step.
     """

@@ -142,16 +142,22 @@ class ErrorsTest(unittest.TestCase):
 class StepTypesTest(unittest.TestCase):
 
     def test_fields_as_before(self):
+        # `steps` (the job's length) came last, with a default: code that
+        # builds a StepInfo of five values still works.
         self.assertEqual(zshard.StepInfo._fields,
-                         ("step", "rank", "world", "global_batch", "lr"))
+                         ("step", "rank", "world", "global_batch", "lr",
+                          "steps"))
         self.assertEqual(zshard.StepResult._fields,
                          ("step", "applied", "grad_norm", "loss", "failed"))
 
     def test_immutable_tuples(self):
         info = zshard.StepInfo(3, 1, 4, 16, 0.01)
         self.assertEqual(info.rank, 1)
-        step, rank, world, batch, lr = info
-        self.assertEqual((step, world, batch, lr), (3, 4, 16, 0.01))
+        self.assertEqual(info.steps, 0)
+        step, rank, world, batch, lr, steps = zshard.StepInfo(
+            3, 1, 4, 16, 0.01, 300)
+        self.assertEqual((step, world, batch, lr, steps),
+                         (3, 4, 16, 0.01, 300))
         with self.assertRaises(AttributeError):
             info.step = 4
         result = zshard.StepResult(3, True, 2.5, None, False)

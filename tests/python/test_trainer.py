@@ -220,6 +220,7 @@ class TrainerTest(unittest.TestCase):
             self.assertAlmostEqual(s["lr"], lr_at(s["step"]), places=12)
             self.assertTrue(s["applied"])
             self.assertEqual(s["world"], 4)
+            self.assertEqual(s["steps"], STEPS)
         self.assert_matches_reference(outs, steps)
 
     def test_a_daemon_killed_mid_run_loses_nothing(self):
@@ -235,6 +236,14 @@ class TrainerTest(unittest.TestCase):
         alive = [i for i in range(5) if i != index]
         self.finish([trainers[i] for i in alive], ["w%d" % i for i in alive])
         survivor = trainers[alive[0]]
+        # The step in flight at the kill failed on the survivors: no world
+        # loss or norm was agreed for it.
+        failed = [s for t in alive for s in self.cluster.steps(trainers[t])
+                  if s["failed"]]
+        self.assertTrue(failed)
+        for s in failed:
+            self.assertIsNone(s["loss"], s)
+            self.assertIsNone(s["grad_norm"], s)
         self.assert_matches_reference(
             [outs[i] for i in alive], self.completed_steps(survivor))
 

@@ -87,6 +87,7 @@ def main():
                     log.write(json.dumps({
                         "step": result.step, "rank": info.rank,
                         "world": info.world, "lr": info.lr,
+                        "steps": info.steps,
                         "applied": result.applied,
                         "failed": result.failed,
                         "grad_norm": result.grad_norm,

@@ -366,6 +366,7 @@ absl::StatusOr<BackwardDone> TrainerHub::RunBackward(
                                          {"world", step.world},
                                          {"global_batch", step.global_batch},
                                          {"lr", step.lr},
+                                         {"steps", step.steps},
                                          {"generation", layout.generation}},
                                         {}, options_.io_timeout_ms);
   if (!sent.ok()) return fail(sent);
@@ -467,6 +468,8 @@ void TrainerHub::SendResult(const TrainerStepResult& r) {
                          {"failed", r.failed},       {"applied", r.applied},
                          {"grad_norm", r.grad_norm}, {"loss", nullptr}};
   if (r.loss) body["loss"] = *r.loss;
+  // A failed step has no world loss or norm: the world never agreed on one.
+  if (r.failed) body["grad_norm"] = nullptr;
   (void)SendMessage(fd, body, {}, options_.io_timeout_ms);
 }
 

@@ -56,6 +56,7 @@ struct TrainerStep {
   int world = 1;
   int64_t global_batch = 1;
   double lr = 0;
+  int64_t steps = 0;  // the job's length (0: unknown)
 };
 
 struct BackwardDone {

@@ -23,7 +23,8 @@
 //                                     the hex of each allocation's
 //                                     cudaIpcMemHandle_t (no fds)
 //   daemon -> trainer  step           {"step", "rank", "world",
-//                                      "global_batch", "lr", "generation"}
+//                                      "global_batch", "lr", "steps" (the
+//                                      job's length), "generation"}
 //   trainer -> daemon  bucket_ready   {"step", "buffer", "bucket"}: every
 //                                      param of the bucket has its final
 //                                      gradient (sent during backward; the
@@ -34,7 +35,8 @@
 //   trainer -> daemon  backward_done  {"step", "loss" (a number or null)}:
 //                                      every bucket not signalled is final
 //   daemon -> trainer  result         {"step", "failed", "applied",
-//                                      "grad_norm", "loss" (or null)}
+//                                      "grad_norm", "loss" (both null for a
+//                                      failed step)}
 //   daemon -> trainer  done           {"failed", "reason"}: the job's steps
 //                                      are done (failed false; also to a
 //                                      spare's trainer), or the coordinator

@@ -56,6 +56,7 @@ absl::StatusOr<double> TrainerWorkload::RunStep(
   info.rank = options_.rank;
   info.world = options_.world;
   info.global_batch = options_.global_batch;
+  info.steps = options_.steps;
   info.lr = job::LearningRate(options_.optimizer.lr_schedule,
                               options_.optimizer.lr, step);
   const int64_t timeout = options_.trainer_timeout_ms;
@@ -103,7 +104,8 @@ void TrainerWorkload::StepFinished(const engine::StepReport& report) {
   result.failed = !report.ok;
   result.applied = report.applied;
   result.grad_norm = report.grad_norm;
-  if (report.has_loss) result.loss = report.loss;
+  // A failed step has no world loss (the hub sends no norm either).
+  if (report.has_loss && report.ok) result.loss = report.loss;
   hub_->SendResult(result);
 }
 
@@ -118,6 +120,7 @@ absl::StatusOr<std::unique_ptr<engine::Workload>> MakeTrainerWorkload(
   o.world = world;
   o.rank = rank;
   o.global_batch = job.workload.global_batch;
+  o.steps = job.workload.steps;
   o.optimizer = job.optimizer;
   o.trainer_timeout_ms = job.workload.trainer_timeout_ms;
   for (const plan::ParamSpec& p : job.model.params) {

@@ -24,6 +24,7 @@ class TrainerWorkload final : public engine::Workload {
     int world = 1;
     int rank = 0;
     int64_t global_batch = 1;
+    int64_t steps = 0;             // the job's length
     job::OptimizerSpec optimizer;  // for each step's rate
     // The job spec's default unless set (MakeTrainerWorkload sets the
     // job's).
