@@ -176,6 +176,9 @@ class DistributedOptimizer:
         # This step: params whose gradient came.
         self._fired = bytearray()
         self._discarded = False
+        # The daemon went away inside a gradient hook: raised by step(), not
+        # inside autograd.
+        self._lost: Optional[WorkerLost] = None
         # param index -> fp32 grad view, or None.
         self._main: List[Optional[torch.Tensor]] = []
         # The daemon's CUDA device; None: host.
@@ -201,6 +204,14 @@ class DistributedOptimizer:
                 error or broke the protocol.
         """
         sock = self._check_open()
+        try:
+            return self._next_step(sock)
+        except WorkerLost:
+            self._release()
+            raise
+
+    def _next_step(self, sock: _socket.socket) -> Optional[StepInfo]:
+        """begin_step's wait for the daemon's next step."""
         while True:
             body, fds = _protocol.recv(sock)
             kind = body.get("type")
@@ -259,8 +270,22 @@ class DistributedOptimizer:
                 first, or the daemon reported an error.
         """
         sock = self._check_open()
+        if self._lost is not None:
+            lost, self._lost = self._lost, None
+            self._release()
+            raise lost
         if self._info is None:
             raise ZshardError("step() without begin_step()")
+        try:
+            return self._finish_step(sock, loss)
+        except WorkerLost:
+            self._release()
+            raise
+
+    def _finish_step(self, sock: _socket.socket,
+                     loss: Optional[Union[float, torch.Tensor]]
+                     ) -> StepResult:
+        """step()'s hand-over of the gradients and wait for the result."""
         if loss is not None:
             loss = float(loss.detach() if isinstance(loss, torch.Tensor)
                          else loss)
@@ -298,6 +323,19 @@ class DistributedOptimizer:
         and stays usable. Closing twice does nothing."""
         if self._sock is None:
             return
+        try:
+            _protocol.send(self._sock, {"type": "detach"})
+        except WorkerLost:
+            pass
+        self._release()
+
+    def _release(self) -> None:
+        """Lets go of the daemon: the params become private copies of their
+        current values (nothing refers to its shared memory any more, so
+        the model stays usable and the process can exit whenever), the
+        hooks go and the socket closes. After a WorkerLost too."""
+        if self._sock is None:
+            return
         with torch.no_grad():
             for p in self._params.values():
                 p.data = p.data.clone()
@@ -310,10 +348,6 @@ class DistributedOptimizer:
         self._hooks = []
         self._info = None
         self._grads = []
-        try:
-            _protocol.send(self._sock, {"type": "detach"})
-        except WorkerLost:
-            pass
         self._sock.close()
         self._sock = None
         for m in self._maps:
@@ -350,8 +384,21 @@ class DistributedOptimizer:
                     main.add_(p.grad)
                 p.grad = None
         if (not self._overlap or not self._sync or self._info is None or
-                self._sock is None or self._discarded):
+                self._sock is None or self._discarded or
+                self._lost is not None):
             return
+        try:
+            self._hand_over(index)
+        except WorkerLost as e:
+            # Raised by step(), outside autograd: an exception thrown
+            # through backward's engine while the params are views of the
+            # daemon's memory has hung interpreters at exit.
+            self._lost = e
+
+    def _hand_over(self, index: int) -> None:
+        """Counts param `index`'s gradient in its bucket and hands the
+        bucket over once complete (or discards the step on a second
+        gradient)."""
         step = self._info.step
         if self._fired[index]:
             name = self._spec["params"][index]["name"]

@@ -5,6 +5,7 @@ torch.optim.AdamW run on the whole global batch."""
 import math
 import os
 import signal
+import subprocess
 import time
 import unittest
 
@@ -40,6 +41,13 @@ def job(steps=STEPS, trainer_timeout_ms=20000, bf16=False, min_world=4):
                      "global_batch": GLOBAL_BATCH,
                      "trainer_timeout_ms": trainer_timeout_ms},
     }
+
+
+def one_rank_job():
+    """The job on a world of one daemon (I = 1)."""
+    j = job()
+    j["world"] = {"instances": 1, "min": 1, "max": 1}
+    return j
 
 
 def lr_at(step):
@@ -273,6 +281,37 @@ class TrainerTest(unittest.TestCase):
             self.assertEqual(self.cluster.wait(t, 120), 4,
                              self.cluster.read_log(t))
             self.assertIn("the job failed: ", self.cluster.read_log(t))
+
+    def test_a_daemon_killed_inside_backward_lets_its_trainer_exit(self):
+        # The daemon is SIGKILLed from inside a gradient hook, with the
+        # params still views of its shared memory: the next hook finds it
+        # gone. The trainer gets WorkerLost (exit 3), its params become
+        # private copies, and it exits within 5 s of the daemon's death,
+        # 20 times in a row (each in a job of its own, world 1).
+        self.cluster.stop()
+        for attempt in range(20):
+            c = cluster.Cluster(one_rank_job())
+            try:
+                c.start_worker("w0")
+                daemon = c.procs["w0"]
+                trainer = c.start_trainer(
+                    "w0", os.path.join(c.dir, "w0.pt"),
+                    extra=["--kill-daemon-in-backward", "3",
+                           "--daemon-pid", str(daemon.pid)])
+                daemon.wait(120)
+                died = time.monotonic()
+                try:
+                    code = c.wait(trainer, 5)
+                except subprocess.TimeoutExpired:
+                    self.fail("attempt %d: the trainer still runs 5 s after "
+                              "its daemon died:\n%s" %
+                              (attempt, c.read_log(trainer)))
+                self.assertEqual(code, 3, c.read_log(trainer))
+                self.assertIn("trainer: the zshard worker daemon",
+                              c.read_log(trainer))
+                self.assertLess(time.monotonic() - died, 5)
+            finally:
+                c.stop()
 
     def test_a_trainer_gone_for_good_hands_its_state_over(self):
         # Past trainer_timeout_ms its daemon leaves as on SIGTERM (exit 0,

@@ -1,6 +1,7 @@
 """A user's training loop through zshard, as the tests and the demo run it:
 python3 trainer_main.py SOCKET OUT.pt [--log FILE] [--micro-batches N]
     [--double-backward-at STEP] [--die-in-backward STEP] [--bf16]
+    [--kill-daemon-in-backward STEP --daemon-pid PID]
 
 Trains models.tied_lm() on models.token_batch() with the global batch the
 daemon gives, then writes the final params (torch.save of the state dict)
@@ -9,7 +10,9 @@ into N backward passes (all but the last inside opt.no_sync());
 --double-backward-at runs them all outside no_sync at that step (refused:
 the step is skipped); --die-in-backward kills this process with SIGKILL at
 that step, in the last gradient hook of its backward pass (after the other
-buckets were handed over)."""
+buckets were handed over); --kill-daemon-in-backward kills the daemon
+(--daemon-pid) there instead, so that the hooks after it find the daemon
+gone. Exit status 3 on WorkerLost, 4 on JobFailed."""
 
 import argparse
 import json
@@ -17,6 +20,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 
 import torch
 
@@ -33,6 +37,8 @@ def main():
     parser.add_argument("--micro-batches", type=int, default=1)
     parser.add_argument("--double-backward-at", type=int, default=0)
     parser.add_argument("--die-in-backward", type=int, default=0)
+    parser.add_argument("--kill-daemon-in-backward", type=int, default=0)
+    parser.add_argument("--daemon-pid", type=int, default=0)
     parser.add_argument("--pause-after", type=int, default=0,
                         help="after this step, wait for --resume-file")
     parser.add_argument("--resume-file", default=None)
@@ -47,10 +53,15 @@ def main():
     embed = model.embed.weight
     dying = embed.expand_as(embed).grad_fn.next_functions[0][0]
     die_now = [False]
+    kill_daemon_now = [False]
 
     def die(*_):
         if die_now[0]:
             os.kill(os.getpid(), signal.SIGKILL)
+        if kill_daemon_now[0]:
+            kill_daemon_now[0] = False
+            os.kill(args.daemon_pid, signal.SIGKILL)
+            time.sleep(0.3)  # its socket closes: the next hook finds it gone
 
     dying.register_hook(die)
     try:
@@ -61,6 +72,7 @@ def main():
                     break
                 x, y = models.token_batch(info.global_batch)
                 die_now[0] = info.step == args.die_in_backward
+                kill_daemon_now[0] = info.step == args.kill_daemon_in_backward
                 samples = opt.samples(info)
                 n = max(1, args.micro_batches)
                 chunks = [samples[i::n] for i in range(n)]
@@ -97,6 +109,7 @@ def main():
                     while not os.path.exists(args.resume_file):
                         time.sleep(0.02)
     except zshard.WorkerLost as e:
+        traceback.print_exc()
         print("trainer: %s" % e, file=sys.stderr)
         return 3
     except zshard.JobFailed as e:
