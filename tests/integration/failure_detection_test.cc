@@ -4,12 +4,14 @@
 // closed too, so it is declared dead at once and the spare's epoch is
 // stable about a second after the kill, not a lease later. A SIGSTOPped
 // worker keeps its sockets open: nothing says it died, so it is judged by
-// its lease and never declared dead before it.
+// its lease and never declared dead before it. A worker sent SIGTERM while
+// the coordinator is gone exits within seconds.
 
 #include <signal.h>
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,6 +98,31 @@ TEST(FailureDetectionTest, AKilledRankIsReplacedFastAStoppedOneKeepsItsLease) {
   std::vector<std::string> rest = Without(Without(names, killed), stopped);
   ExpectExitedZero(run, rest);
   ExpectReferenceMasters(run, 2);
+}
+
+// SIGTERM while the coordinator is gone: the worker cannot hand its state
+// over (its Leave finds no coordinator), so it stops stepping and exits 0
+// within seconds instead of stepping on without one.
+TEST(FailureDetectionTest, SigtermWithTheCoordinatorGoneExits) {
+  ElasticJob job;
+  job.instances = 1;
+  job.min_world = 2;
+  job.max_world = 2;
+  job.steps = 100000;
+  ElasticRun run(job);
+  ASSERT_TRUE(run.Start().ok());
+  ASSERT_TRUE(run.StartWorkers(WorkerNames(2)).ok());
+  auto before = run.WaitForRanksAtStep(2, 5, kStartMs);
+  ASSERT_TRUE(before.ok()) << before.status() << "\n" << run.Diagnostics();
+  run.cluster().coordinator()->Signal(SIGKILL);
+  run.cluster().worker("w0")->Signal(SIGTERM);
+  const int64_t sent_ms = NowMs();
+  std::optional<int> code = run.cluster().worker("w0")->Wait(30000);
+  EXPECT_EQ(code, std::optional<int>(0)) << run.WorkerLog("w0");
+  std::printf("SIGTERM with the coordinator gone: exited after %lld ms\n",
+              static_cast<long long>(NowMs() - sent_ms));
+  EXPECT_LT(NowMs() - sent_ms, 20000);
+  run.cluster().worker("w1")->Signal(SIGKILL);
 }
 
 }  // namespace
