@@ -54,8 +54,9 @@ class TrainerBenchTest(unittest.TestCase):
             self.assertGreater(v, 0)
         self.assertEqual(len(z["step_s_per_rank"]), 2)
         self.assertEqual(len(b["fwd_bwd_s_per_rank"]), 2)
-        # A step contains its forward, backward and exchange.
-        self.assertGreaterEqual(z["step_s"], z["exchange_s"])
+        # A step contains its forward, backward and exchange (each one; the
+        # medians of the two need not compare so on a loaded machine).
+        self.assertTrue(z["exchange_within_cycle"])
         self.assertAlmostEqual(r["zshard_over_bound"],
                                z["step_s"] / b["fwd_bwd_s"])
         self.assertEqual(len(r["load_avg_before"]), 3)

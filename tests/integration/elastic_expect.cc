@@ -26,6 +26,14 @@ std::string HolderOf(const v1::GetClusterStatusResponse& status, int rank) {
   return "";
 }
 
+std::string SpareOf(const v1::GetClusterStatusResponse& status) {
+  std::string spare;
+  for (const v1::MemberStatus& m : status.members()) {
+    if (m.state() == v1::MEMBER_STATE_SPARE) spare = m.name();
+  }
+  return spare;
+}
+
 std::vector<std::string> Without(std::vector<std::string> names,
                                  const std::string& name) {
   names.erase(std::remove(names.begin(), names.end(), name), names.end());

@@ -22,6 +22,9 @@ ElasticJob RollbackJob(int64_t steps);
 // The name of the member holding `rank`, or "".
 std::string HolderOf(const v1::GetClusterStatusResponse& status, int rank);
 
+// The name of a spare member (the last listed), or "".
+std::string SpareOf(const v1::GetClusterStatusResponse& status);
+
 // `names` without `name`.
 std::vector<std::string> Without(std::vector<std::string> names,
                                  const std::string& name);

@@ -79,10 +79,7 @@ TEST(ElasticIntegrationTest, SpareTakesOverAKilledRankMovingOnlyItsShard) {
   const int victim_rank = 1;
   const std::string victim = HolderOf(*before, victim_rank);
   ASSERT_FALSE(victim.empty());
-  std::string spare;
-  for (const v1::MemberStatus& m : before->members()) {
-    if (m.state() == v1::MEMBER_STATE_SPARE) spare = m.name();
-  }
+  const std::string spare = SpareOf(*before);
   ASSERT_FALSE(spare.empty()) << before->ShortDebugString();
   const int64_t seq = LastSeq(run.Events());
   const int64_t killed_ms = NowMs();

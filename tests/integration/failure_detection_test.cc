@@ -28,13 +28,6 @@ int64_t NowMs() {
       .count();
 }
 
-std::string SpareOf(const v1::GetClusterStatusResponse& status) {
-  for (const v1::MemberStatus& m : status.members()) {
-    if (m.state() == v1::MEMBER_STATE_SPARE) return m.name();
-  }
-  return "";
-}
-
 TEST(FailureDetectionTest, AKilledRankIsReplacedFastAStoppedOneKeepsItsLease) {
   ElasticJob job;
   job.instances = 2;

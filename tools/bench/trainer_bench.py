@@ -270,6 +270,10 @@ def summarize_zshard(timings, daemon_ms, warmup):
         "zero_grad_s": median_after(t0["zero_grad"], warmup),
         "step_s_per_rank": [median_after(t["cycle"], cycle_warmup)
                             for t in sorted(timings, key=lambda t: t["rank"])],
+        # Cycle k (from step k's begin_step to step k + 1's) holds step
+        # k's exchange: true of every step, unlike of the two medians.
+        "exchange_within_cycle": all(
+            c >= e for c, e in zip(t0["cycle"], t0["exchange"])),
     }
     # The daemons' logged steps after the warm-up (all ranks): RS..AG.
     logged = [ms for steps in daemon_ms.values() for s, ms in steps.items()
