@@ -94,6 +94,18 @@ void MeshContext::Adopt(std::shared_ptr<gloo::transport::Device> device,
   transportContext_ = std::move(transport);
 }
 
+namespace {
+
+// "[10.0.0.2]" of "[10.0.0.2]:4567" (Gloo's form), or "".
+std::string HostPart(const std::string& address) {
+  const size_t close = address.find(']');
+  return address.empty() || address[0] != '[' || close == std::string::npos
+             ? std::string()
+             : address.substr(0, close + 1);
+}
+
+}  // namespace
+
 int PeerNamedBy(const std::vector<std::string>& addresses,
                 const std::string& message) {
   for (size_t i = 0; i < addresses.size(); ++i) {
@@ -109,7 +121,20 @@ int PeerNamedBy(const std::vector<std::string>& addresses,
       }
     }
   }
-  return -1;
+  // The side that accepted a pair's connection prints the peer's ephemeral
+  // port, not the one it published: the host alone names the peer when no
+  // other peer shares it (a pod or host per worker).
+  int named = -1;
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    const std::string host = HostPart(addresses[i]);
+    if (host.empty() || message.find(host + ":") == std::string::npos) {
+      continue;
+    }
+    // Peers that share the host, or two hosts named: unknown.
+    if (named >= 0) return -1;
+    named = static_cast<int>(i);
+  }
+  return named;
 }
 
 bool ConnectMesh(gloo::rendezvous::Store& store,

@@ -31,7 +31,9 @@ class MeshContext final : public gloo::rendezvous::Context {
   std::vector<std::string> peer_addresses;
 };
 
-// The rank whose address `message` (a Gloo error) names, or -1.
+// The rank whose address `message` (a Gloo error) names, or -1: its
+// published address, or else its host when no other rank shares it (the
+// side that accepted a connection prints the peer's ephemeral port).
 int PeerNamedBy(const std::vector<std::string>& addresses,
                 const std::string& message);
 

@@ -195,9 +195,12 @@ absl::Status ShmTransport::ReadDirect(int peer, char* dst, uint64_t address,
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int err = n < 0 ? errno : EFAULT;
-      return absl::UnavailableError(
-          absl::StrCat("shm recv from rank ", peer,
-                       ": reading its memory failed: ", std::strerror(err)));
+      // Its memory went with its connections (it exited or shut down).
+      return WithFailedPeer(
+          absl::UnavailableError(absl::StrCat(
+              "shm recv from rank ", peer,
+              ": reading its memory failed: ", std::strerror(err))),
+          FailedPeer{group_, peer, true});
     }
     dst += n;
     address += static_cast<uint64_t>(n);

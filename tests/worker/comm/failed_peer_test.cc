@@ -64,5 +64,16 @@ TEST(FailedPeerTest, AnAddressIsMatchedWholeNotAsAPrefix) {
   EXPECT_EQ(PeerNamedBy(addresses, "no address here"), -1);
 }
 
+TEST(FailedPeerTest, AnEphemeralPortIsNamedByItsHostWhenTheHostIsOnePeers) {
+  const std::vector<std::string> addresses = {
+      "[10.0.0.2]:4567", "", "[10.0.0.3]:4567", "[10.0.0.3]:4600"};
+  // The accepting side prints the connecting peer's ephemeral port.
+  EXPECT_EQ(PeerNamedBy(addresses, "Read error [10.0.0.2]:51234: reset"), 0);
+  // Two peers on that host: unknown.
+  EXPECT_EQ(PeerNamedBy(addresses, "Read error [10.0.0.3]:51234: reset"), -1);
+  // The published address still names exactly.
+  EXPECT_EQ(PeerNamedBy(addresses, "closed by peer [10.0.0.3]:4600"), 3);
+}
+
 }  // namespace
 }  // namespace zshard::comm
