@@ -2,6 +2,7 @@
 #include "tests/integration/elastic_expect.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 #include "gtest/gtest.h"
@@ -24,6 +25,12 @@ std::string HolderOf(const v1::GetClusterStatusResponse& status, int rank) {
     if (m.rank() == rank) return m.name();
   }
   return "";
+}
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string SpareOf(const v1::GetClusterStatusResponse& status) {

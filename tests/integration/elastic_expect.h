@@ -22,6 +22,9 @@ ElasticJob RollbackJob(int64_t steps);
 // The name of the member holding `rank`, or "".
 std::string HolderOf(const v1::GetClusterStatusResponse& status, int rank);
 
+// Milliseconds since the epoch on the wall clock (events carry its time).
+int64_t WallMs();
+
 // The name of a spare member (the last listed), or "".
 std::string SpareOf(const v1::GetClusterStatusResponse& status);
 

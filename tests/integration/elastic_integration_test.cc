@@ -28,12 +28,6 @@
 namespace zshard::testing {
 namespace {
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // The premise of every test below: with gradients reduced in fp32 the
 // reference does not depend on the world or instance count (beyond fp32
 // summation order), while with bf16 gradients it does.
@@ -82,7 +76,7 @@ TEST(ElasticIntegrationTest, SpareTakesOverAKilledRankMovingOnlyItsShard) {
   const std::string spare = SpareOf(*before);
   ASSERT_FALSE(spare.empty()) << before->ShortDebugString();
   const int64_t seq = LastSeq(run.Events());
-  const int64_t killed_ms = NowMs();
+  const int64_t killed_ms = WallMs();
   run.cluster().worker(victim)->Signal(SIGKILL);
 
   auto stable = run.WaitForEvent("stable", seq, job.lease_timeout_ms + 30000);

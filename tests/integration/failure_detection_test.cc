@@ -22,12 +22,6 @@
 namespace zshard::testing {
 namespace {
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 TEST(FailureDetectionTest, AKilledRankIsReplacedFastAStoppedOneKeepsItsLease) {
   ElasticJob job;
   job.instances = 2;
@@ -50,7 +44,7 @@ TEST(FailureDetectionTest, AKilledRankIsReplacedFastAStoppedOneKeepsItsLease) {
 
   // SIGKILL: stable again well within the lease.
   int64_t seq = LastSeq(run.Events());
-  const int64_t killed_ms = NowMs();
+  const int64_t killed_ms = WallMs();
   run.cluster().worker(killed)->Signal(SIGKILL);
   auto stable = run.WaitForEvent("stable", seq, kStartMs);
   ASSERT_TRUE(stable.ok()) << stable.status() << "\n" << run.Diagnostics();
@@ -73,10 +67,10 @@ TEST(FailureDetectionTest, AKilledRankIsReplacedFastAStoppedOneKeepsItsLease) {
   const std::string stopped = HolderOf(*again, 2);
   ASSERT_FALSE(stopped.empty());
   seq = LastSeq(run.Events());
-  const int64_t stopped_ms = NowMs();
+  const int64_t stopped_ms = WallMs();
   run.cluster().worker(stopped)->Signal(SIGSTOP);
   auto stopped_dead = run.WaitForEvent("dead", seq, kStartMs);
-  const int64_t dead_after_ms = NowMs() - stopped_ms;
+  const int64_t dead_after_ms = WallMs() - stopped_ms;
   run.cluster().worker(stopped)->Signal(SIGKILL);
   ASSERT_TRUE(stopped_dead.ok()) << stopped_dead.status() << "\n"
                                  << run.Diagnostics();
@@ -109,12 +103,12 @@ TEST(FailureDetectionTest, SigtermWithTheCoordinatorGoneExits) {
   ASSERT_TRUE(before.ok()) << before.status() << "\n" << run.Diagnostics();
   run.cluster().coordinator()->Signal(SIGKILL);
   run.cluster().worker("w0")->Signal(SIGTERM);
-  const int64_t sent_ms = NowMs();
+  const int64_t sent_ms = WallMs();
   std::optional<int> code = run.cluster().worker("w0")->Wait(30000);
   EXPECT_EQ(code, std::optional<int>(0)) << run.WorkerLog("w0");
   std::printf("SIGTERM with the coordinator gone: exited after %lld ms\n",
-              static_cast<long long>(NowMs() - sent_ms));
-  EXPECT_LT(NowMs() - sent_ms, 20000);
+              static_cast<long long>(WallMs() - sent_ms));
+  EXPECT_LT(WallMs() - sent_ms, 20000);
   run.cluster().worker("w1")->Signal(SIGKILL);
 }
 

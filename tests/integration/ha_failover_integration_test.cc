@@ -54,12 +54,6 @@ int64_t SteadyMs() {
       .count();
 }
 
-int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // One coordinator process slot: a fixed address, restarted on it.
 struct Coordinator {
   std::string name;

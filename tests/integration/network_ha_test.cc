@@ -36,12 +36,6 @@ constexpr int kEtcdMembers = 3;
 constexpr int kFirstEtcdHost = kCoordinators + kWorkers;
 constexpr char kPrefix[] = "/zshard-netha";
 
-int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // Worker w<i> runs on host kCoordinators + i.
 int HostOf(const std::string& worker) {
   return kCoordinators + std::stoi(worker.substr(1));
