@@ -24,6 +24,7 @@
 #include "server/metrics/rpc_metrics.h"
 #include "server/service/checkpoint_convert.h"
 #include "server/service/dashboard_service.h"
+#include "server/service/model_intake_service.h"
 #include "server/standby_service.h"
 #include "server/state/state_store.h"
 #include "server/store/etcd_state_store.h"
@@ -150,13 +151,19 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   c->bound_listen_ = c->options_.listen;
   if (c->etcd_store_ == nullptr) {
     // The only coordinator of its store: it leads from the start.
-    ZSHARD_ASSIGN_OR_RETURN(
-        c->leadership_,
-        Leadership::Start(c->spec_, c->options_, c->locked_store_.get(),
-                          c->rpc_metrics_.get(),
-                          [raw = c.get()] { return raw->View(); }));
+    ZSHARD_RETURN_IF_ERROR(c->AdoptStoredModelLocked());
+    if (job::HasModel(c->spec_)) {
+      ZSHARD_ASSIGN_OR_RETURN(
+          c->leadership_,
+          Leadership::Start(c->spec_, c->options_, c->locked_store_.get(),
+                            c->rpc_metrics_.get(),
+                            [raw = c.get()] { return raw->View(); }));
+    } else {
+      c->intake_ = true;
+    }
   }
   ZSHARD_RETURN_IF_ERROR(c->BuildServerLocked());
+  if (c->intake_) ZSHARD_RETURN_IF_ERROR(c->StartIntakeLocked());
   c->bound_listen_ = absl::StrCat(Bracketed(listen_host), ":", c->port_);
   c->advertise_ = c->options_.advertise;
   if (c->advertise_.empty()) {
@@ -229,6 +236,15 @@ absl::Status Coordinator::BuildServerLocked() {
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   if (leadership_ != nullptr) {
     leadership_->Register(&builder);
+  } else if (intake_) {
+    // A generic service is registered on one server only: new ones.
+    intake_service_ = std::make_unique<ModelIntakeService>(
+        spec_.name, [this](const std::string& worker, const std::string& m) {
+          return TakeModel(worker, m);
+        });
+    awaiting_service_ = std::make_unique<AwaitingModelService>(spec_.name);
+    builder.RegisterService(intake_service_.get());
+    builder.RegisterCallbackGenericService(awaiting_service_.get());
   } else {
     // A generic service is registered on one server only: a new one each
     // time (the previous server is gone).
@@ -248,7 +264,7 @@ absl::Status Coordinator::BuildServerLocked() {
   if (health != nullptr) {
     health->SetServingStatus("", true);
     for (const char* name : kServiceNames) {
-      health->SetServingStatus(name, leadership_ != nullptr);
+      health->SetServingStatus(name, leadership_ != nullptr || intake_);
     }
   }
   return absl::OkStatus();
@@ -271,6 +287,13 @@ absl::Status Coordinator::TakeOverLocked() {
   const absl::Time start = absl::Now();
   etcd_store_->SetFence(fence->key, fence->create_revision);
   fence_ = *fence;
+  ZSHARD_RETURN_IF_ERROR(AdoptStoredModelLocked());
+  if (!job::HasModel(spec_)) {
+    StopServerLocked();  // the standby's
+    intake_ = true;
+    ZSHARD_RETURN_IF_ERROR(BuildServerLocked());
+    return StartIntakeLocked();
+  }
   auto leadership =
       Leadership::Start(spec_, options_, locked_store_.get(),
                         rpc_metrics_.get(), [this] { return View(); });
@@ -281,8 +304,9 @@ absl::Status Coordinator::TakeOverLocked() {
             "came to lead etcd prefix '", store_prefix_,
             "' but cannot load the state: ", leadership.status().message()));
   }
-  StopServerLocked();  // the standby's
+  StopServerLocked();  // the standby's (or the model intake's)
   leadership_ = *std::move(leadership);
+  intake_ = false;
   ZSHARD_RETURN_IF_ERROR(BuildServerLocked());
   Membership* m = leadership_->membership();
   const std::string previous =
@@ -337,9 +361,10 @@ absl::Status Coordinator::StepDownLocked() {
       absl::StrCat("deposed: ", advertise_, " no longer leads etcd prefix '",
                    store_prefix_, "' (", why.empty() ? "its lease ended" : why,
                    "); its writes are fenced; serving as a standby"));
-  leadership_->Stop();
+  if (leadership_ != nullptr) leadership_->Stop();
   StopServerLocked();
   leadership_.reset();
+  intake_ = false;
   standbys_.clear();
   return BuildServerLocked();
 }
@@ -392,11 +417,11 @@ void Coordinator::StepRole() {
     // writes are fenced by the old key, so it starts over.
     s = StepDownLocked();
     if (s.ok()) s = TakeOverLocked();
-  } else if (lead && leadership_ == nullptr) {
+  } else if (lead && leadership_ == nullptr && !intake_) {
     s = TakeOverLocked();
-  } else if (!lead && leadership_ != nullptr) {
+  } else if (!lead && (leadership_ != nullptr || intake_)) {
     s = StepDownLocked();
-  } else if (lead) {
+  } else if (lead && leadership_ != nullptr) {
     NoteStandbysLocked();
     YieldIfCutOffLocked();
   } else {
@@ -481,6 +506,10 @@ void Coordinator::Shutdown() {
     stopping_ = true;
   }
   if (role_thread_.joinable()) role_thread_.join();
+  {
+    absl::MutexLock lock(&intake_mu_);
+    if (intake_thread_.joinable()) intake_thread_.join();
+  }
   {
     // Start may have failed half way: any part may be missing.
     absl::MutexLock lock(&role_mu_);

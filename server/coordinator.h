@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -22,7 +23,9 @@
 
 namespace grpc {
 class Server;
-}
+class Service;
+class CallbackGenericService;
+}  // namespace grpc
 
 namespace zshard::server {
 
@@ -138,6 +141,17 @@ class Coordinator {
   // standbys exist gives its place up (campaigning again behind them), so
   // that a standby that reaches the workers may lead.
   void YieldIfCutOffLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  // A job without a model (coordinator_intake.cc): takes the model stored
+  // with the job, if an earlier leader took one.
+  absl::Status AdoptStoredModelLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  // Leading a job that still has no model: serves ModelIntakeService.
+  absl::Status StartIntakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  // ProvideModel while intake_: the first valid model is taken and
+  // FinishIntake runs on intake_thread_; a later one must match it.
+  absl::Status TakeModel(const std::string& worker,
+                         const std::string& model_json);
+  // Builds the Leadership with the taken model and serves it.
+  void FinishIntake();
   // Follows the election: takes over or steps down.
   void RoleLoop();
   void StepRole();
@@ -172,6 +186,18 @@ class Coordinator {
   absl::Mutex role_mu_;
   std::unique_ptr<Leadership> leadership_ ABSL_GUARDED_BY(role_mu_);
   std::unique_ptr<StandbyService> standby_service_ ABSL_GUARDED_BY(role_mu_);
+  // Leading a job that has no model yet (see TakeModel).
+  bool intake_ ABSL_GUARDED_BY(role_mu_) = false;
+  std::unique_ptr<grpc::Service> intake_service_ ABSL_GUARDED_BY(role_mu_);
+  std::unique_ptr<grpc::CallbackGenericService> awaiting_service_
+      ABSL_GUARDED_BY(role_mu_);
+  // The model taken (the first ProvideModel's) and who gave it.
+  absl::Mutex intake_mu_;
+  std::optional<plan::ModelSpec> taken_model_ ABSL_GUARDED_BY(intake_mu_);
+  std::string taken_from_ ABSL_GUARDED_BY(intake_mu_);
+  // The job as it was when the intake began (spec_ less its model).
+  job::JobSpec intake_spec_ ABSL_GUARDED_BY(intake_mu_);
+  std::thread intake_thread_ ABSL_GUARDED_BY(intake_mu_);
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(role_mu_);
   absl::Status failure_ ABSL_GUARDED_BY(role_mu_);
   // The leader a standby saw last (for the takeover's event).

@@ -34,6 +34,7 @@ add_library(zshard_worker
   ${CMAKE_CURRENT_LIST_DIR}/session/coordinator_session.cc
   ${CMAKE_CURRENT_LIST_DIR}/session/coordinator_session_rpc.cc
   ${CMAKE_CURRENT_LIST_DIR}/session/health_server.cc
+  ${CMAKE_CURRENT_LIST_DIR}/session/model_intake.cc
   ${CMAKE_CURRENT_LIST_DIR}/session/telemetry_stream.cc
   ${CMAKE_CURRENT_LIST_DIR}/session/transition_handler.cc
   ${CMAKE_CURRENT_LIST_DIR}/session/worker_flags.cc

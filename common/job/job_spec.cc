@@ -161,8 +161,8 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& j) {
   ZSHARD_RETURN_IF_ERROR(ReadJobSpecFields(f, spec, /*through=*/"name"));
   ZSHARD_RETURN_IF_ERROR(CheckJobName(spec.name));
   f.Object("model").IgnoreError();  // marks the key; parsed below
-  if (!f.Has("model")) return absl::InvalidArgumentError("model is missing");
-  ZSHARD_RETURN_IF_ERROR(ParseModel(j["model"], spec));
+  const bool has_model = f.Has("model");
+  if (has_model) ZSHARD_RETURN_IF_ERROR(ParseModel(j["model"], spec));
   ZSHARD_ASSIGN_OR_RETURN(const nlohmann::json* layout, f.Object("layout"));
   ZSHARD_RETURN_IF_ERROR(ParseLayout(*layout, spec));
   ZSHARD_ASSIGN_OR_RETURN(const nlohmann::json* opt, f.Object("optimizer"));
@@ -177,7 +177,14 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& j) {
   ZSHARD_ASSIGN_OR_RETURN(const nlohmann::json* ck, f.Object("checkpoint"));
   ZSHARD_RETURN_IF_ERROR(ParseCheckpoint(*ck, spec));
   ZSHARD_RETURN_IF_ERROR(f.CheckNoUnknown());
-  ZSHARD_RETURN_IF_ERROR(CheckWorkloadModel(spec.workload.kind, spec.model));
+  if (!has_model && spec.workload.kind != WorkloadKind::kTrainer) {
+    return absl::InvalidArgumentError(
+        "model is missing (only a job of workload 'trainer' may leave it "
+        "out: it then takes its first trainer's model)");
+  }
+  if (has_model) {
+    ZSHARD_RETURN_IF_ERROR(CheckWorkloadModel(spec.workload.kind, spec.model));
+  }
 
   int max_d = spec.world.max / spec.world.instances;
   if (max_d % spec.layout.expert_parallel != 0) {
@@ -198,12 +205,14 @@ absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view json_text) {
   return JobSpecFromJson(j);
 }
 
+bool HasModel(const JobSpec& spec) { return !spec.model.params.empty(); }
+
 std::string JobSpecToJson(const JobSpec& spec) {
   nlohmann::json j = nlohmann::json::object();
   // The scalar fields, less those left out at their defaults so that older
   // job files keep their serialisation (and hash): see the rows' omitted.
   WriteJobSpecFields(spec, j);
-  if (spec.model_preset.empty()) {
+  if (spec.model_preset.empty() && HasModel(spec)) {
     j["model"] = nlohmann::json::parse(plan::ModelSpecToJson(spec.model),
                                        nullptr, false);
   }

@@ -117,7 +117,9 @@ constexpr int64_t DefaultTransitionSettleMs(int64_t lease_timeout_ms) {
 struct JobSpec {
   std::string name;          // of [A-Za-z0-9._-]
   std::string model_preset;  // the preset name, or empty for inline params
-  plan::ModelSpec model;     // resolved (preset or inline)
+  // Resolved (preset or inline); no params when a trainer job left the
+  // model out and has not taken its first trainer's yet (HasModel).
+  plan::ModelSpec model;
   // bucket_size 0 (the default) means max(40,000,000, 1,000,000 * max
   // world); layout.max_world is set to world.max.
   plan::LayoutOptions layout;
@@ -156,7 +158,11 @@ struct JobSpec {
 absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view json_text);
 // The same from an already parsed value.
 absl::StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& j);
-// Serialises to the JSON form ParseJobSpec reads (a preset stays a preset).
+// Whether the job has its model: a job of workload 'trainer' may leave it
+// out and take its first trainer's (the coordinator then fills it in).
+bool HasModel(const JobSpec& spec);
+// Serialises to the JSON form ParseJobSpec reads (a preset stays a preset,
+// a model not yet known is left out).
 std::string JobSpecToJson(const JobSpec& spec);
 
 // Plan options for a world of `world` ranks under this job: its instance

@@ -215,8 +215,11 @@ const std::vector<JobSpecField>& Table() {
           "model.preset", 128,
           "A built-in model by name (gpt2-small, for example). The model is "
           "either {\"preset\": NAME} or an inline {\"params\": [...]}, "
-          "exactly one of the two.")
-          .Required("required, or model.params")
+          "exactly one of the two. A job of workload 'trainer' may leave the "
+          "model out: it takes the model of the first trainer that attaches "
+          "to a worker (stored with the job), and every later trainer must "
+          "match it.")
+          .Required("required, or model.params (optional for a trainer job)")
           .Omit(&ModelIsInline,
                 "An inline model is written as its params instead."),
       Int<&JobSpec::layout, &LayoutOptions::bucket_size>(

@@ -8,7 +8,9 @@
 
 #include "absl/time/time.h"
 #include "common/grpc_status.h"
+#include "common/plan/model_match.h"
 #include "server/service/checkpoint_convert.h"
+#include "server/service/model_intake_service.h"
 #include "server/service/proto_convert.h"
 #include "server/service/rpc_scope.h"
 
@@ -218,6 +220,22 @@ grpc::Status WorkerServiceImpl::ReportEvent(grpc::ServerContext*,
   RpcScope scope(metrics_, "ReportEvent");
   return scope.Finish(ToGrpcStatus(membership_->WorkerEvent(
       req->worker_id(), req->token(), req->kind(), req->reason())));
+}
+
+grpc::Status WorkerServiceImpl::ProvideModel(grpc::ServerContext*,
+                                             const v1::ProvideModelRequest* req,
+                                             v1::ProvideModelResponse*) {
+  RpcScope scope(metrics_, "ProvideModel");
+  const job::JobSpec& spec = membership_->spec();
+  absl::StatusOr<plan::ModelSpec> got =
+      CheckGivenModel(spec, req->model_json());
+  if (!got.ok()) return scope.Finish(ToGrpcStatus(got.status()));
+  absl::Status same = plan::MatchModel(spec.model, *got);
+  if (!same.ok()) {
+    return scope.Finish(
+        ToGrpcStatus(absl::FailedPreconditionError(same.message())));
+  }
+  return scope.Finish(grpc::Status::OK);
 }
 
 grpc::Status WorkerServiceImpl::ReportCheckpoint(

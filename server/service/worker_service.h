@@ -71,6 +71,11 @@ class WorkerServiceImpl final
   grpc::Status ReportEvent(grpc::ServerContext* ctx,
                            const v1::ReportEventRequest* req,
                            v1::ReportEventResponse* resp) override;
+  // The job has its model: OK when the given one matches it,
+  // FAILED_PRECONDITION naming the first difference otherwise.
+  grpc::Status ProvideModel(grpc::ServerContext* ctx,
+                            const v1::ProvideModelRequest* req,
+                            v1::ProvideModelResponse* resp) override;
   grpc::Status StreamTelemetry(grpc::ServerContext* ctx,
                                grpc::ServerReader<v1::TelemetryReport>* reader,
                                v1::StreamTelemetryResponse* resp) override;

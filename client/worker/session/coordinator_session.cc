@@ -15,6 +15,7 @@
 #include "common/grpc_status.h"
 #include "common/job/job_spec.h"
 #include "common/logging.h"
+#include "common/net/awaiting_model.h"
 #include "common/status.h"
 
 namespace zshard::worker {
@@ -34,7 +35,9 @@ bool IsTransient(grpc::StatusCode code) {
 
 CoordinatorSession::CoordinatorSession(
     const Options& options, std::shared_ptr<net::LeaderFollower> coordinators)
-    : options_(options), coordinators_(std::move(coordinators)) {}
+    : options_(options),
+      coordinators_(std::move(coordinators)),
+      intake_(options.train.trainer_socket) {}
 
 CoordinatorSession::~CoordinatorSession() = default;
 
@@ -245,8 +248,10 @@ absl::Status CoordinatorSession::Join() {
           ZSHARD_LOG_WARN("leaving the job", {{"reason", why}});
           Stop();
         };
+        TrainRunner::Options train = options_.train;
+        train.trainer_hub = intake_.hub();
         runner_ = std::make_unique<TrainRunner>(
-            options_.train, std::move(job),
+            train, std::move(job),
             [this](int64_t epoch) -> std::unique_ptr<comm::KvStore> {
               return NewKvStore(epoch);
             },
@@ -279,6 +284,13 @@ absl::Status CoordinatorSession::Join() {
                                  {"heartbeat_interval_ms",
                                   absl::StrCat(heartbeat_interval_ms_)}});
       return absl::OkStatus();
+    }
+    if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
+        context->GetServerTrailingMetadata().count(
+            net::kAwaitingModelMetadataKey) > 0) {
+      ZSHARD_RETURN_IF_ERROR(GiveTrainerModel(*context));
+      if (SleepUnlessEnded(0)) return absl::OkStatus();
+      continue;
     }
     if (!IsTransient(status.error_code())) return FromGrpcStatus(status);
     // A standby named the leader: ask it at once (once in a row, so two

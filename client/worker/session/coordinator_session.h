@@ -24,6 +24,7 @@
 #include "client/worker/runner/runner.h"
 #include "client/worker/runner/state_table.h"
 #include "client/worker/session/coordinator_kv_store.h"
+#include "client/worker/session/model_intake.h"
 #include "client/worker/session/telemetry_stream.h"
 #include "client/worker/session/transition_handler.h"
 #include "client/worker/train/train_runner.h"
@@ -211,6 +212,11 @@ class CoordinatorSession {
   std::pair<std::string, std::string> Credentials() const;
   // Records the first ending; wakes Run().
   void End(std::optional<SessionOutcome> outcome, const std::string& why);
+  // The coordinator answered Join with `awaiting` (the job takes its model
+  // from its first trainer): waits a little for this worker's trainer and
+  // sends its model (ProvideModel). OK to join again; an error ends the
+  // session (the trainer's model cannot run the job).
+  absl::Status GiveTrainerModel(const grpc::ClientContext& awaiting);
   // Waits up to `ms` or until the incarnation ends; true if it ended.
   bool SleepUnlessEnded(int64_t ms);
   std::unique_ptr<grpc::ClientContext> MakeContext() const;
@@ -235,6 +241,8 @@ class CoordinatorSession {
 
   const Options options_;
   const std::shared_ptr<net::LeaderFollower> coordinators_;
+  // The trainer's model, for a job that takes it from its first trainer.
+  ModelIntake intake_;
 
   mutable absl::Mutex mu_;
   SessionState state_ ABSL_GUARDED_BY(mu_) = SessionState::kNotJoined;

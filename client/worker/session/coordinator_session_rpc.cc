@@ -10,6 +10,7 @@
 #include "client/worker/session/coordinator_session.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "common/net/awaiting_model.h"
 
 namespace zshard::worker {
 
@@ -335,6 +336,54 @@ void CoordinatorSession::CheckHandover() {
     }
   }
   End(SessionOutcome::kDrained, "state handed over");
+}
+
+absl::Status CoordinatorSession::GiveTrainerModel(
+    const grpc::ClientContext& awaiting) {
+  const auto& trailers = awaiting.GetServerTrailingMetadata();
+  auto it = trailers.find(net::kAwaitingModelMetadataKey);
+  const std::string job =
+      it == trailers.end() ? ""
+                           : std::string(it->second.data(), it->second.size());
+  // A slice at a time, so that a model another worker gave (the join then
+  // succeeds) or a Stop() is seen within a second.
+  absl::StatusOr<std::string> model = intake_.WaitForModel(job, 1000);
+  if (!model.ok()) {
+    switch (model.status().code()) {
+      case absl::StatusCode::kDeadlineExceeded:
+        return absl::OkStatus();
+      case absl::StatusCode::kFailedPrecondition:  // no trainer socket
+        SleepUnlessEnded(500);
+        return absl::OkStatus();
+      case absl::StatusCode::kCancelled:
+        return absl::OkStatus();
+      default:
+        return model.status();
+    }
+  }
+  v1::ProvideModelRequest request;
+  request.set_name(options_.name);
+  request.set_model_json(*model);
+  v1::ProvideModelResponse response;
+  grpc::Status status =
+      CallLeader([&](v1::WorkerService::Stub& stub, grpc::ClientContext* c) {
+        return stub.ProvideModel(c, request, &response);
+      });
+  if (status.ok()) {
+    ZSHARD_LOG_INFO(absl::StrCat("gave job '", job,
+                                 "' its model, from this worker's trainer"));
+    return absl::OkStatus();
+  }
+  if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+    // The model cannot run this job: nothing will change that.
+    return FromGrpcStatus(status);
+  }
+  // Another trainer's model was taken first (this trainer is refused once
+  // the join succeeds), or the coordinator is away: join again.
+  if (status.error_code() != grpc::StatusCode::FAILED_PRECONDITION) {
+    SleepUnlessEnded(200);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace zshard::worker

@@ -24,11 +24,7 @@ TrainRunner::TrainRunner(const Options& options, job::JobSpec job,
       injected_failures_left_(options.inject_prepare_failures) {
   if (job_.workload.kind == job::WorkloadKind::kTrainer &&
       !options_.trainer_socket.empty()) {
-    trainer::TrainerHubOptions o;
-    o.socket_path = options_.trainer_socket;
-    o.job_name = job_.name;
-    o.model = job_.model;
-    o.on_event = [this](const std::string& kind, const std::string& reason) {
+    auto on_event = [this](const std::string& kind, const std::string& reason) {
       const FailureReporter& report = callbacks_.report_failure;
       if (!report) return;
       RunnerFailure event;
@@ -37,14 +33,26 @@ TrainRunner::TrainRunner(const Options& options, job::JobSpec job,
       event.error = reason;
       report(event);
     };
-    absl::StatusOr<std::unique_ptr<trainer::TrainerHub>> hub =
-        trainer::TrainerHub::Start(o);
-    if (hub.ok()) {
-      hub_ = *std::move(hub);
-      ZSHARD_LOG_INFO("waiting for a trainer",
-                      {{"socket", options_.trainer_socket}});
+    if (options_.trainer_hub != nullptr) {
+      hub_ = options_.trainer_hub;
+      hub_->SetEventHandler(on_event);
+      // A trainer whose model is not the job's is refused here (and told).
+      (void)hub_->AdoptJob(job_.name, job_.model);
     } else {
-      hub_status_ = hub.status();
+      trainer::TrainerHubOptions o;
+      o.socket_path = options_.trainer_socket;
+      o.job_name = job_.name;
+      o.model = job_.model;
+      o.on_event = on_event;
+      absl::StatusOr<std::unique_ptr<trainer::TrainerHub>> hub =
+          trainer::TrainerHub::Start(o);
+      if (hub.ok()) {
+        hub_ = *std::move(hub);
+        ZSHARD_LOG_INFO("waiting for a trainer",
+                        {{"socket", options_.trainer_socket}});
+      } else {
+        hub_status_ = hub.status();
+      }
     }
   }
   thread_ = std::thread([this] { Loop(); });

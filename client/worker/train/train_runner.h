@@ -58,6 +58,11 @@ class TrainRunner : public Runner {
     // the trainer workload (--trainer-socket, $ZSHARD_TRAINER_SOCKET).
     // Default empty: such a job fails at its first epoch naming the flag.
     std::string trainer_socket;
+    // A hub already listening on trainer_socket (the session started it to
+    // take the model of a job that had none from its trainer): used
+    // instead of a new one, with the job's name and model adopted. Default
+    // null.
+    std::shared_ptr<trainer::TrainerHub> trainer_hub;
   };
   using StoreFactory = worker::StoreFactory;
   // Receives each step's telemetry; must not block long and cannot fail.
@@ -127,7 +132,7 @@ class TrainRunner : public Runner {
   const Callbacks callbacks_;
   // The trainer socket (jobs of the trainer workload with a socket path),
   // or why it could not be opened (reported at the first epoch).
-  std::unique_ptr<trainer::TrainerHub> hub_;
+  std::shared_ptr<trainer::TrainerHub> hub_;
   absl::Status hub_status_;
 
   mutable absl::Mutex mu_;

@@ -14,11 +14,11 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "client/worker/device/shared_memory.h"
 #include "client/worker/trainer/trainer_protocol.h"
 #include "common/logging.h"
+#include "common/plan/model_match.h"
 #include "common/status.h"
 
 namespace zshard::trainer {
@@ -26,10 +26,6 @@ namespace {
 
 // How long a new connection has to send its hello.
 constexpr int64_t kHelloTimeoutMs = 5000;
-
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
-}
 
 absl::StatusOr<sockaddr_un> UnixAddress(const std::string& path) {
   sockaddr_un addr{};
@@ -70,41 +66,16 @@ absl::Status CheckTrainerModel(const plan::ModelSpec& job_model,
     return absl::InvalidArgumentError(absl::StrCat(
         "the trainer's model spec is invalid: ", got.status().message()));
   }
-  const auto& want = job_model.params;
-  for (size_t i = 0; i < want.size() && i < got->params.size(); ++i) {
-    const plan::ParamSpec& a = got->params[i];
-    const plan::ParamSpec& b = want[i];
-    auto mismatch = [&](const std::string& field, const std::string& have,
-                        const std::string& expected) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the trainer's model does not match the job's: param ",
-                       i, " '", a.name, "' has ", field, " ", have,
-                       ", the job's '", b.name, "' has ", expected));
-    };
-    if (a.name != b.name) return mismatch("name", a.name, b.name);
-    if (a.shape != b.shape) {
-      return mismatch("shape", ShapeText(a.shape), ShapeText(b.shape));
-    }
-    if (a.dtype != b.dtype) {
-      return mismatch("dtype", plan::DTypeName(a.dtype),
-                      plan::DTypeName(b.dtype));
-    }
-  }
-  if (got->params.size() != want.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the trainer's model does not match the job's: it has ",
-                     got->params.size(), " params, the job's has ", want.size(),
-                     got->params.size() < want.size()
-                         ? absl::StrCat(" (first missing: '",
-                                        want[got->params.size()].name, "')")
-                         : absl::StrCat(" (first extra: '",
-                                        got->params[want.size()].name, "')")));
-  }
-  return absl::OkStatus();
+  // A daemon of a job without a model yet takes any valid model.
+  if (job_model.params.empty()) return absl::OkStatus();
+  return plan::MatchModel(job_model, *got);
 }
 
 TrainerHub::TrainerHub(TrainerHubOptions options)
-    : options_(std::move(options)) {}
+    : options_(std::move(options)),
+      job_name_(options_.job_name),
+      model_(options_.model),
+      on_event_(options_.on_event) {}
 
 absl::StatusOr<std::unique_ptr<TrainerHub>> TrainerHub::Start(
     const TrainerHubOptions& options) {
@@ -179,6 +150,13 @@ void TrainerHub::AcceptLoop() {
 }
 
 absl::Status TrainerHub::CheckHello(const nlohmann::json& hello) const {
+  std::string job_name;
+  plan::ModelSpec job_model;
+  {
+    absl::MutexLock lock(&mu_);
+    job_name = job_name_;
+    job_model = model_;
+  }
   auto version = hello.find("version");
   if (version == hello.end() || !version->is_number_integer() ||
       version->get<int>() != kProtocolVersion) {
@@ -188,17 +166,17 @@ absl::Status TrainerHub::CheckHello(const nlohmann::json& hello) const {
                      ", this daemon ", kProtocolVersion));
   }
   auto job = hello.find("job");
-  if (job != hello.end() && job->is_string() &&
-      job->get<std::string>() != options_.job_name) {
+  if (job != hello.end() && job->is_string() && !job_name.empty() &&
+      job->get<std::string>() != job_name) {
     return absl::InvalidArgumentError(
         absl::StrCat("the trainer is for job '", job->get<std::string>(),
-                     "', this daemon runs job '", options_.job_name, "'"));
+                     "', this daemon runs job '", job_name, "'"));
   }
   auto model = hello.find("model");
   if (model == hello.end()) {
     return absl::InvalidArgumentError("the trainer's hello has no model");
   }
-  return CheckTrainerModel(options_.model, *model);
+  return CheckTrainerModel(job_model, *model);
 }
 
 void TrainerHub::Admit(device::OwnedFd conn) {
@@ -255,7 +233,7 @@ void TrainerHub::Admit(device::OwnedFd conn) {
       SendMessage(conn.get(),
                   {{"type", "welcome"},
                    {"version", kProtocolVersion},
-                   {"job", options_.job_name},
+                   {"job", job_name()},
                    {"pid", static_cast<int>(getpid())}},
                   {}, options_.io_timeout_ms);
   if (!welcomed.ok()) return;
@@ -264,6 +242,7 @@ void TrainerHub::Admit(device::OwnedFd conn) {
     absl::MutexLock lock(&mu_);
     conn_ = std::move(conn);
     trainer_pid_ = pid;
+    attached_model_ = hello->body["model"].dump();
     sent_generation_ = -1;
     count = ++attach_count_;
   }
@@ -277,7 +256,55 @@ void TrainerHub::Admit(device::OwnedFd conn) {
 
 void TrainerHub::Notify(const std::string& kind,
                         const std::string& reason) const {
-  if (options_.on_event) options_.on_event(kind, reason);
+  std::function<void(const std::string&, const std::string&)> on_event;
+  {
+    absl::MutexLock lock(&mu_);
+    on_event = on_event_;
+  }
+  if (on_event) on_event(kind, reason);
+}
+
+std::string TrainerHub::job_name() const {
+  absl::MutexLock lock(&mu_);
+  return job_name_;
+}
+
+void TrainerHub::SetEventHandler(
+    std::function<void(const std::string& kind, const std::string& reason)>
+        on_event) {
+  absl::MutexLock lock(&mu_);
+  on_event_ = std::move(on_event);
+}
+
+std::optional<std::string> TrainerHub::AttachedModel() const {
+  absl::MutexLock lock(&mu_);
+  if (conn_.get() < 0) return std::nullopt;
+  return attached_model_;
+}
+
+absl::Status TrainerHub::AdoptJob(const std::string& job_name,
+                                  const plan::ModelSpec& model) {
+  absl::Status refused;
+  int fd = -1;
+  {
+    absl::MutexLock io(&io_mu_);
+    absl::MutexLock lock(&mu_);
+    job_name_ = job_name;
+    model_ = model;
+    if (conn_.get() < 0) return absl::OkStatus();
+    refused = CheckTrainerModel(
+        model_, nlohmann::json::parse(attached_model_, nullptr, false));
+    if (refused.ok()) return absl::OkStatus();
+    ZSHARD_LOG_WARN("trainer refused",
+                    {{"error", std::string(refused.message())}});
+    fd = conn_.get();
+    (void)SendMessage(fd, {{"type", "error"}, {"message", refused.message()}},
+                      {}, options_.io_timeout_ms);
+    Drop();
+  }
+  Notify("trainer_refused",
+         absl::StrCat("trainer refused: ", refused.message()));
+  return refused;
 }
 
 void TrainerHub::Drop() {

@@ -31,7 +31,9 @@ struct TrainerHubOptions {
   // Path of the Unix socket; a stale socket file there is replaced, a live
   // one (another daemon answers) is refused. Required.
   std::string socket_path;
-  // The job's name and model: a trainer's hello must match them.
+  // The job's name and model: a trainer's hello must match them. Empty
+  // (a job that takes its model from its first trainer, before it has
+  // one): any job name and any valid model are taken; see AdoptJob.
   std::string job_name;
   plan::ModelSpec model;
   // Bound on each message's exchange with a trainer that is attached and
@@ -120,6 +122,21 @@ class TrainerHub {
   // Wakes WaitForTrainer callers with Cancelled and stops accepting.
   void Shutdown();
 
+  // The job's name and model, once a daemon started before them (a job
+  // that takes its model from its first trainer) knows them: later hellos
+  // are checked against them, and an attached trainer whose model differs
+  // is refused (InvalidArgument naming the difference; it is dropped).
+  absl::Status AdoptJob(const std::string& job_name,
+                        const plan::ModelSpec& model);
+  // The model object the attached trainer's hello carried (JSON text);
+  // none when no trainer is attached.
+  std::optional<std::string> AttachedModel() const;
+  // Replaces TrainerHubOptions::on_event.
+  void SetEventHandler(
+      std::function<void(const std::string& kind, const std::string& reason)>
+          on_event);
+  std::string job_name() const;
+
   bool attached() const;
   // Trainers attached so far (a restarted trainer counts again).
   int64_t attach_count() const;
@@ -151,6 +168,12 @@ class TrainerHub {
   // Generation of the last layout this trainer got; -1: none.
   int64_t sent_generation_ ABSL_GUARDED_BY(mu_) = -1;
   int64_t attach_count_ ABSL_GUARDED_BY(mu_) = 0;
+  // What hellos are checked against (options_'s until AdoptJob).
+  std::string job_name_ ABSL_GUARDED_BY(mu_);
+  plan::ModelSpec model_ ABSL_GUARDED_BY(mu_);
+  std::string attached_model_ ABSL_GUARDED_BY(mu_);  // JSON text
+  std::function<void(const std::string&, const std::string&)> on_event_
+      ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   // Serialises step exchanges (one conversation at a time).
   absl::Mutex io_mu_;

@@ -68,6 +68,25 @@ TEST(JobSpecTest, TrainerWorkloadRoundTrips) {
   EXPECT_EQ(JobSpecToJson(*b), JobSpecToJson(*a));
 }
 
+TEST(JobSpecTest, ATrainerJobMayLeaveItsModelOut) {
+  absl::StatusOr<JobSpec> a = ParseJobSpec(
+      R"({"name": "j", "workload": {"kind": "trainer", "steps": 20}})");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_FALSE(HasModel(*a));
+  const std::string json = JobSpecToJson(*a);
+  EXPECT_EQ(json.find("\"model\""), std::string::npos) << json;
+  absl::StatusOr<JobSpec> b = ParseJobSpec(json);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_FALSE(HasModel(*b));
+  // Any other workload needs one.
+  absl::StatusOr<JobSpec> c = ParseJobSpec(
+      R"({"name": "j", "workload": {"kind": "synthetic", "steps": 20}})");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "model is missing (only a job of workload 'trainer' may leave it "
+            "out: it then takes its first trainer's model)");
+}
+
 TEST(JobSpecTest, LrScheduleRoundTrips) {
   absl::StatusOr<JobSpec> a = ParseJobSpec(
       R"({"name": "j", "model": {"preset": "gpt2-small"}, "optimizer": {"lr": 0.01,
