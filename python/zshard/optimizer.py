@@ -226,7 +226,8 @@ class DistributedOptimizer:
                 self._discarded = False
                 self._info = StepInfo(body["step"], body["rank"],
                                       body["world"], body["global_batch"],
-                                      body["lr"], body.get("steps", 0))
+                                      body["lr"], body.get("steps", 0),
+                                      bool(body.get("repeated", False)))
                 return self._info
             elif kind == "done":
                 self._info = None

@@ -21,6 +21,10 @@ class StepInfo(NamedTuple):
         global_batch: the job's samples per step, B.
         lr: this step's learning rate (the daemons apply it).
         steps: the job's length in steps (0 when the daemon did not say).
+        repeated: True when this step was applied before the job rolled
+            back to a checkpoint (a range of state was lost with no
+            replica): it runs again from the checkpoint's state. Data keyed
+            on the step (zshard.StepSampler) feeds it the same samples.
     """
 
     step: int
@@ -29,6 +33,7 @@ class StepInfo(NamedTuple):
     global_batch: int
     lr: float
     steps: int = 0
+    repeated: bool = False
 
 
 class StepResult(NamedTuple):

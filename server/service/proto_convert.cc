@@ -89,6 +89,7 @@ void ToProtoShared(const PlanUpdate& update, v1::PlanUpdate* out) {
   out->set_reason(p.reason);
   out->set_spares(p.spares);
   out->set_resume_adam_step(p.resume_adam_step);
+  out->set_repeat_through(p.repeat_through);
   const MoveSummary& s = p.summary;
   if (!p.moves.empty() || s.lower_bound_bytes > 0) {
     v1::MoveSummary* ps = out->mutable_move_summary();

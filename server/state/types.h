@@ -86,6 +86,9 @@ struct EpochPlan {
   // resume_step with these commit values before the moves.
   bool finish_pending_step = false;
   std::vector<double> commit_values;
+  // The highest step applied before the job's last rollback to a
+  // checkpoint (0: none); steps after resume_step up to it run again.
+  int64_t repeat_through = 0;
   // Ranks 0..world-1 in order, then the first spares in join order (at
   // most MembershipOptions::max_listed_spares).
   std::vector<Slot> slots;

@@ -116,6 +116,7 @@ std::string EpochExtraJson(const EpochPlan& p) {
              {s.moves, s.bytes_moved, s.lower_bound_bytes,
               s.bytes_from_checkpoint, s.bytes_same_node}},
             {"resume_adam_step", p.resume_adam_step},
+            {"repeat_through", p.repeat_through},
             {"finish_pending_step", p.finish_pending_step},
             {"commit_values", p.commit_values},
             {"world_before", p.world_before},
@@ -141,6 +142,7 @@ void EpochExtraFromJson(const std::string& text, EpochPlan* p) {
   p->summary.bytes_from_checkpoint = Get<int64_t>(s, 3, 0);
   p->summary.bytes_same_node = Get<int64_t>(s, 4, 0);
   p->resume_adam_step = FieldOr(j, "resume_adam_step", int64_t{0});
+  p->repeat_through = FieldOr(j, "repeat_through", int64_t{0});
   p->finish_pending_step = FieldOr(j, "finish_pending_step", false);
   json values = FieldOr(j, "commit_values", json::array());
   p->commit_values.clear();

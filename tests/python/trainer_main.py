@@ -99,7 +99,7 @@ def main():
                     log.write(json.dumps({
                         "step": result.step, "rank": info.rank,
                         "world": info.world, "lr": info.lr,
-                        "steps": info.steps,
+                        "steps": info.steps, "repeated": info.repeated,
                         "applied": result.applied,
                         "failed": result.failed,
                         "grad_norm": result.grad_norm,

@@ -34,6 +34,9 @@ struct EpochInfo {
   int64_t base_epoch = 0;
   // Adam updates applied by resume_step.
   int64_t resume_adam_step = 0;
+  // The highest step applied before the job's last rollback (0: none):
+  // steps up to it are repeats.
+  int64_t repeat_through = 0;
   // The state to move before the epoch is ready: this worker's own moves
   // (the update carries no others), each with its index in the epoch's
   // full list. Only the destination's buffer, bucket and offset are known

@@ -232,6 +232,7 @@ EpochInfo TransitionHandler::MakeEpochInfo(const v1::PlanUpdate& update,
   }
   info.base_epoch = update.base_epoch();
   info.resume_adam_step = update.resume_adam_step();
+  info.repeat_through = update.repeat_through();
   for (const v1::Move& m : update.moves()) {
     info.moves.push_back(ToMove(m, info.checkpoint_files));
   }

@@ -28,9 +28,10 @@ int64_t TrainRunner::RunTransition(const EpochInfo& epoch) {
       Fail(hub_status_);
       return 0;
     }
-    input.make_workload = [hub = hub_.get()](const job::JobSpec& job, int world,
-                                             int rank, bool fresh) {
-      return trainer::MakeTrainerWorkload(hub, job, world, rank, fresh);
+    input.make_workload = [hub = hub_.get(), repeat = epoch.repeat_through](
+                              const job::JobSpec& job, int world, int rank,
+                              bool fresh) {
+      return trainer::MakeTrainerWorkload(hub, job, world, rank, fresh, repeat);
     };
   }
   HeldEngine* base = nullptr;

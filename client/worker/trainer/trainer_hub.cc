@@ -394,6 +394,7 @@ absl::StatusOr<BackwardDone> TrainerHub::RunBackward(
                                          {"global_batch", step.global_batch},
                                          {"lr", step.lr},
                                          {"steps", step.steps},
+                                         {"repeated", step.repeated},
                                          {"generation", layout.generation}},
                                         {}, options_.io_timeout_ms);
   if (!sent.ok()) return fail(sent);

@@ -59,6 +59,8 @@ struct TrainerStep {
   int64_t global_batch = 1;
   double lr = 0;
   int64_t steps = 0;  // the job's length (0: unknown)
+  // Applied before a rollback to a checkpoint: this step runs again.
+  bool repeated = false;
 };
 
 struct BackwardDone {

@@ -57,6 +57,7 @@ absl::StatusOr<double> TrainerWorkload::RunStep(
   info.world = options_.world;
   info.global_batch = options_.global_batch;
   info.steps = options_.steps;
+  info.repeated = step <= options_.repeat_through;
   info.lr = job::LearningRate(options_.optimizer.lr_schedule,
                               options_.optimizer.lr, step);
   const int64_t timeout = options_.trainer_timeout_ms;
@@ -110,7 +111,8 @@ void TrainerWorkload::StepFinished(const engine::StepReport& report) {
 }
 
 absl::StatusOr<std::unique_ptr<engine::Workload>> MakeTrainerWorkload(
-    TrainerHub* hub, const job::JobSpec& job, int world, int rank, bool fresh) {
+    TrainerHub* hub, const job::JobSpec& job, int world, int rank, bool fresh,
+    int64_t repeat_through) {
   if (hub == nullptr) {
     return absl::FailedPreconditionError(
         "the job's workload is trainer: start zshard-worker with "
@@ -121,6 +123,7 @@ absl::StatusOr<std::unique_ptr<engine::Workload>> MakeTrainerWorkload(
   o.rank = rank;
   o.global_batch = job.workload.global_batch;
   o.steps = job.workload.steps;
+  o.repeat_through = repeat_through;
   o.optimizer = job.optimizer;
   o.trainer_timeout_ms = job.workload.trainer_timeout_ms;
   for (const plan::ParamSpec& p : job.model.params) {

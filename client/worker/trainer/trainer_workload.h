@@ -24,7 +24,9 @@ class TrainerWorkload final : public engine::Workload {
     int world = 1;
     int rank = 0;
     int64_t global_batch = 1;
-    int64_t steps = 0;             // the job's length
+    int64_t steps = 0;  // the job's length
+    // Steps up to this one were applied before a rollback (0: none).
+    int64_t repeat_through = 0;
     job::OptimizerSpec optimizer;  // for each step's rate
     // The job spec's default unless set (MakeTrainerWorkload sets the
     // job's).
@@ -70,8 +72,10 @@ class TrainerWorkload final : public engine::Workload {
 
 // The workload of rank `rank` of `world` for `job` (kind trainer). When
 // `fresh` (the job's first epoch), waits for a trainer (at most the job's
-// trainer_timeout_ms) and takes the initial params from its model.
+// trainer_timeout_ms) and takes the initial params from its model. Steps
+// up to `repeat_through` are told to the trainer as repeated.
 absl::StatusOr<std::unique_ptr<engine::Workload>> MakeTrainerWorkload(
-    TrainerHub* hub, const job::JobSpec& job, int world, int rank, bool fresh);
+    TrainerHub* hub, const job::JobSpec& job, int world, int rank, bool fresh,
+    int64_t repeat_through = 0);
 
 }  // namespace zshard::trainer

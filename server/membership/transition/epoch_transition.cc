@@ -1,6 +1,7 @@
 // The epoch transition's records and steps.
 #include "server/membership/transition/epoch_transition.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -133,9 +134,17 @@ absl::StatusOr<EpochPlan> EpochTransition::ResolveCommit(
     bool holds_state) const {
   if (!proposal_) return absl::InternalError("transition: no proposal");
   EpochPlan p = *proposal_;
+  // Carried from epoch to epoch until the steps it names have run again.
+  p.repeat_through = stable_.repeat_through;
   if (p.restore.active()) {
     p.resume_step = p.restore.step;
     p.resume_adam_step = p.restore.adam_step;
+    // The members that prepared stopped at the highest step the world
+    // reached (those that did not are dead, and were at most as far).
+    for (const auto& [id, ack] : prepared_) {
+      p.repeat_through = std::max(p.repeat_through, ack.step);
+    }
+    if (p.repeat_through <= p.resume_step) p.repeat_through = 0;
     return p;
   }
   // The idle workload holds no optimizer state and steps without
