@@ -2,7 +2,9 @@
 // job's committed checkpoints (DashboardService.ListCheckpoints), oldest
 // first: step, commit time, files, bytes and directory; then the attempts
 // that have no manifest (a rank's write failed, still in progress, or found
-// damaged), marked incomplete.
+// damaged), marked incomplete. The offline `checkpoint export` and
+// `checkpoint import` (checkpoint_torch_command.cc) are dispatched from
+// here.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -21,7 +23,13 @@ namespace {
 constexpr char kUsage[] =
     "usage: zshardctl --coordinator HOST:PORT checkpoint list\n"
     "         [--output table|json] [--tls-ca F] [--tls-cert F --tls-key F]\n"
-    "         [--timeout-ms N]\n";
+    "         [--timeout-ms N]\n"
+    "       zshardctl checkpoint export DIR --format torch OUT.pt --job "
+    "JOB.json\n"
+    "       zshardctl checkpoint import IN.pt --format torch --job JOB.json "
+    "OUT_DIR\n";
+
+constexpr char kSubcommands[] = "(zshardctl checkpoint list | export | import)";
 
 int FileCount(const v1::ListCheckpointsResponse& resp, int i) {
   return i < resp.file_count_size() ? resp.file_count(i) : 0;
@@ -102,14 +110,20 @@ int RunCheckpointCommand(const GlobalFlags& global, int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
+  if (sub == "export") {
+    return RunCheckpointExportCommand(global, argc - 1, argv + 1);
+  }
+  if (sub == "import") {
+    return RunCheckpointImportCommand(global, argc - 1, argv + 1);
+  }
   if (sub != "list") {
     return ReportError(
         "checkpoint",
         absl::InvalidArgumentError(
             sub.empty() || sub.rfind("--", 0) == 0
-                ? "a subcommand is missing (zshardctl checkpoint list)"
-                : absl::StrCat("unknown subcommand '", sub.substr(0, 80),
-                               "' (zshardctl checkpoint list)")));
+                ? absl::StrCat("a subcommand is missing ", kSubcommands)
+                : absl::StrCat("unknown subcommand '", sub.substr(0, 80), "' ",
+                               kSubcommands)));
   }
   absl::StatusOr<OnlineArgs> args =
       ParseOnlineArgs(global, argc - 1, argv + 1, {});

@@ -33,4 +33,20 @@ int RunPlanCommand(const GlobalFlags& global, int argc, char** argv);
 // zshardctl ledger with the model and world options of plan (no --rank).
 int RunLedgerCommand(const GlobalFlags& global, int argc, char** argv);
 
+// zshardctl checkpoint export DIR --format torch OUT.pt --job JOB.json:
+// the checkpoint directory DIR as a torch.save file. argv[0] is "export".
+// On success one line on stdout: "exported step S (Adam step A): N params
+// in G param group(s) to OUT.pt". Exit 2 for bad usage, 1 for an input
+// that cannot be used (the job, the checkpoint), with one line on stderr.
+int RunCheckpointExportCommand(const GlobalFlags& global, int argc,
+                               char** argv);
+
+// zshardctl checkpoint import IN.pt --format torch --job JOB.json OUT_DIR:
+// a new checkpoint directory OUT_DIR of the job's model from a torch.save
+// file, for zshard-coordinator --restore OUT_DIR. argv[0] is "import".
+// On success one line on stdout naming OUT_DIR's absolute path; exit
+// statuses as export's.
+int RunCheckpointImportCommand(const GlobalFlags& global, int argc,
+                               char** argv);
+
 }  // namespace zshard::ctl

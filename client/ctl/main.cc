@@ -44,7 +44,7 @@ const Command kCommands[] = {
     {"drain", zshard::ctl::RunDrainCommand,
      "hand a worker's state over and let it exit (admin; --wait)"},
     {"checkpoint", zshard::ctl::RunCheckpointCommand,
-     "committed checkpoints: step, time, files, bytes, directory (list)"},
+     "checkpoints: list (committed); export, import (torch files)"},
     {"reshards", zshard::ctl::RunReshardsCommand,
      "re-shard history: moves, bytes vs lower bound, duration, outcome"},
 };

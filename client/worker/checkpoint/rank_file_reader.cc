@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/worker/checkpoint/checkpoint_file.h"
-#include "client/worker/checkpoint/rank_file_format.h"
+#include "common/checkpoint/rank_file_format.h"
 #include "common/plan/plan_hash.h"
 
 namespace zshard::checkpoint {

@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/worker/checkpoint/checkpoint_file.h"
-#include "client/worker/checkpoint/rank_file_format.h"
 #include "client/worker/engine/engine_groups.h"
+#include "common/checkpoint/rank_file_format.h"
 #include "common/plan/plan_hash.h"
 #include "common/status.h"
 

@@ -1,5 +1,6 @@
-// The byte layout of a rank checkpoint file, shared by the writer and the
-// reader. Every integer and float is stored little-endian.
+// The byte layout of a rank checkpoint file, shared by the worker's writer
+// and reader (client/worker/checkpoint/) and the offline conversions of
+// common/checkpoint/. Every integer and float is stored little-endian.
 //
 //   header (40 bytes):
 //     char[8] magic "ZSHRDCKP"
