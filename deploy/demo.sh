@@ -1,32 +1,42 @@
 #!/usr/bin/env bash
 # The main job, locally: installs the packages, builds zshard, answers "will
-# it fit?" with the planner, then trains a real PyTorch model through zshard:
-# a character-level language model (deploy/demo/charlm.py) on the GNU GPL v3
-# text that Debian's base-files ships. A coordinator and five CPU worker
-# daemons (world 4, I = 2: two distributed-optimizer instances of two ranks,
-# and one spare), each with its own trainer process attached over
-# --trainer-socket: the trainers run forward and backward on their share of
-# the global batch, the daemons own the optimizer state and run the ZeRO-1
-# step over Gloo. Mid-run one daemon holding a rank is killed with SIGKILL:
-# its trainer gets zshard.WorkerLost, the spare takes the rank over (its
-# trainer, waiting in begin_step, continues) and only the dead rank's shard
-# moves. Shows the loss going down, the re-shard, and each rank's measured
-# memory next to the ledger's prediction. The regression workload of the
-# earlier demo stays available: deploy/demo/regression.json.
+# it fit?" with the planner, then trains a real PyTorch model through zshard
+# with one command, zshard-run: a character-level language model
+# (deploy/demo/charlm.py) on the GNU GPL v3 text that Debian's base-files
+# ships. zshard-run starts a coordinator and five CPU worker daemons (world
+# 4, I = 2: two distributed-optimizer instances of two ranks, and one
+# spare), each with its own trainer process attached over --trainer-socket:
+# the trainers run forward and backward on their share of the global batch,
+# the daemons own the optimizer state and run the ZeRO-1 step over Gloo.
+# Mid-run one daemon holding a rank is killed with SIGKILL (its pid from
+# zshard-run's processes.json): its trainer gets zshard.WorkerLost, the
+# spare takes the rank over (its trainer, waiting in begin_step, continues)
+# and only the dead rank's shard moves. Shows the loss going down, the
+# re-shard, and each rank's measured memory next to the ledger's
+# prediction. The regression workload of the earlier demo stays available:
+# deploy/demo/regression.json.
+#
+# With ZSHARD_BIN_DIR set to a directory of built binaries, the install and
+# the build are skipped and those binaries run. Exit status: zshard-run's
+# (0: the job finished).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-if [[ $(id -u) -eq 0 ]]; then
-  bash deploy/install-deps.sh
+if [[ -n ${ZSHARD_BIN_DIR:-} ]]; then
+  bin=$(cd "$ZSHARD_BIN_DIR" && pwd)
 else
-  sudo bash deploy/install-deps.sh
+  if [[ $(id -u) -eq 0 ]]; then
+    bash deploy/install-deps.sh
+  else
+    sudo bash deploy/install-deps.sh
+  fi
+  generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build -j"$(nproc)" --target zshard-coordinator zshard-worker zshardctl
+  bin=$root/build/bin
 fi
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" --target zshard-coordinator zshard-worker zshardctl
-bin=$root/build/bin
 # Debian's python3-torch is for the system interpreter.
 python=/usr/bin/python3
 export PYTHONPATH=$root/python:$root/deploy/demo PYTHONDONTWRITEBYTECODE=1
@@ -37,15 +47,16 @@ section "memory ledger: llama2-70b on 64 ranks, 8 instances (offline)"
 "$bin/zshardctl" ledger --preset llama2-70b --world 64 --instances 8
 
 run=$(mktemp -d /tmp/zshard-demo.XXXXXX)
+state=$run/state
 job=deploy/demo/job.json
-section "the model: python -m zshard.spec charlm:build_model (the model object of $job)"
-"$python" -m zshard.spec charlm:build_model --name charlm >"$run/model.json"
-"$python" - "$run/model.json" "$job" <<'PY'
+section "the model: deploy/demo/charlm.py's build_model (the coordinator takes it from the first trainer)"
+"$python" - "$job" <<'PY'
 import json, math, sys
-spec, job = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-if spec != job["model"]:
-    sys.exit("demo: %s's model object differs from python -m zshard.spec "
-             "charlm:build_model" % sys.argv[2])
+import charlm
+from zshard import model_spec
+spec, job = model_spec(charlm.build_model(), name="charlm"), json.load(open(sys.argv[1]))
+if "model" in job and job["model"] != spec:
+    sys.exit("demo: %s's model object differs from charlm.build_model's" % sys.argv[1])
 for p in spec["params"]:
     flags = [f for f in ("shared_embedding", "no_weight_decay") if p.get(f)]
     print("  %-14s %-11s %s %s" % (p["name"], "x".join(map(str, p["shape"])),
@@ -56,50 +67,50 @@ print("  %d params; %d steps, global batch %d (each sample: 32 characters "
                        w["steps"], w["global_batch"]))
 PY
 
-pids=()
-# On any exit (the end, an error, Ctrl-C) whatever is still running is
-# killed outright: a daemon's graceful leave would wait for a coordinator
-# that is going away too.
+runpid=""
+# On any exit (the end, an error, Ctrl-C) a zshard-run still running is
+# sent SIGTERM: it stops its trainers, daemons and coordinator.
 cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  if [[ -n $runpid ]] && kill -0 "$runpid" 2>/dev/null; then
+    kill -TERM "$runpid" 2>/dev/null || true
+  fi
   wait 2>/dev/null || true
 }
 trap cleanup EXIT
 trap "exit 130" INT TERM
 
-section "local cluster: coordinator + 5 worker daemons (world 4, I=2, one spare), a trainer on each (logs in $run)"
-"$bin/zshard-coordinator" --job "$job" --listen 127.0.0.1:0 \
-  --state-dir "$run/state" >"$run/coordinator.out" 2>"$run/coordinator.log" &
-pids+=($!)
-addr=""
-for _ in $(seq 100); do
-  addr=$(grep -o 'listening on [0-9.:]*' "$run/coordinator.out" | head -1 | awk '{print $3}') || true
-  [[ -n "$addr" ]] && break
+cmd=(zshard-run --nproc 4 --spares 1 --instances 2 --job "$job" --state-dir "$state"
+     deploy/demo/charlm.py --log-dir "$run")
+section "local cluster, one command: coordinator + 5 worker daemons (world 4, I=2, one spare), a trainer on each (logs in $state)"
+echo "\$ ${cmd[*]}"
+"$python" -m zshard.run --bin-dir "$bin" "${cmd[@]:1}" >"$run/zshard-run.out" 2>&1 &
+runpid=$!
+# zshard-run's own lines, its [event] lines and the trainers' WorkerLost:
+# the rest (every daemon's warnings) stays in $run/zshard-run.out.
+shown_lines=0
+show_run() {
+  local n
+  n=$(wc -l <"$run/zshard-run.out")
+  ((n > shown_lines)) || return 0
+  sed -n "$((shown_lines + 1)),${n}p" "$run/zshard-run.out" |
+    grep -E '^(zshard-run: |\[event\] |\[w[0-9]+\] trainer: )' | sed 's/^/  /' || true
+  shown_lines=$n
+}
+for _ in $(seq 600); do
+  [[ -s $state/processes.json ]] && break
+  kill -0 "$runpid" 2>/dev/null || break
   sleep 0.1
 done
-[[ -n "$addr" ]] || { echo "coordinator did not start; see $run/coordinator.log" >&2; exit 1; }
-echo "coordinator at $addr"
-
-workers=()
-trainers=()
-for i in 0 1 2 3 4; do
-  "$bin/zshard-worker" --coordinator "$addr" --name "w$i" \
-    --trainer-socket "$run/w$i.sock" \
-    --labels "node=node$((i / 2)),zone=a" >"$run/w$i.log" 2>&1 &
-  workers+=($!)
-  pids+=($!)
-  "$python" deploy/demo/charlm.py "$run/w$i.sock" --log "$run/trainer-w$i.steps" \
-    >"$run/trainer-w$i.out" 2>"$run/trainer-w$i.log" &
-  trainers+=($!)
-  pids+=($!)
-done
-echo "daemons w0..w4 (--trainer-socket $run/wN.sock), one trainer each: python3 deploy/demo/charlm.py SOCKET"
+show_run
+[[ -s $state/processes.json ]] || { echo "zshard-run did not start; see $run/zshard-run.out" >&2; exit 1; }
+field() { "$python" -c "import json, sys; d = json.load(open('$state/processes.json')); print($1)"; }
+addr=$(field 'd["coordinator"]["address"]')
 
 # The last step a trainer logged (0: none yet, e.g. the spare's).
 last_step() {
   local n=""
-  [[ -s "$run/trainer-w$1.steps" ]] &&
-    n=$(tail -1 "$run/trainer-w$1.steps" | grep -o '"step": [0-9]*' | awk '{print $2}')
+  [[ -s "$run/w$1.steps" ]] &&
+    n=$(tail -1 "$run/w$1.steps" | grep -o '"step": [0-9]*' | awk '{print $2}')
   echo "${n:-0}"
 }
 steps=$("$python" -c "import json; print(json.load(open('$job'))['workload']['steps'])")
@@ -110,18 +121,11 @@ shown=""
 victim=""
 printed=0
 upto=0
-deadline=$((SECONDS + 900))
-while ((SECONDS < deadline)); do
-  if [[ -z "$shown" ]]; then
-    for i in 0 1 2 3 4; do
-      if (($(last_step $i) > 0)); then shown=$i; break; fi
-    done
-  fi
-  if [[ -n "$shown" ]]; then
-    upto=$(last_step "$shown")
-    while IFS= read -r row; do
-      echo "$row"
-    done < <("$python" - "$run/trainer-w$shown.steps" "$printed" "$upto" <<'PY'
+# Prints the shown trainer's rows logged since the last call.
+print_rows() {
+  [[ -n "$shown" ]] || return 0
+  upto=$(last_step "$shown")
+  "$python" - "$run/w$shown.steps" "$printed" "$upto" <<'PY'
 import json, sys
 for line in open(sys.argv[1]):
     s = json.loads(line)
@@ -132,39 +136,56 @@ for line in open(sys.argv[1]):
               "grad_norm %.3f" % (s["step"], s["rank"], s["world"], s["lr"],
                                   s["loss_per_char"], s["grad_norm"]))
 PY
-    )
-    printed=$upto
+  printed=$upto
+}
+deadline=$((SECONDS + 900))
+while ((SECONDS < deadline)) && kill -0 "$runpid" 2>/dev/null; do
+  if [[ -z "$shown" ]]; then
+    for i in 0 1 2 3 4; do
+      if (($(last_step $i) > 0)); then shown=$i; break; fi
+    done
+    # The ledger of the running job (its prediction), in case no takeover
+    # comes to replace it.
+    [[ -n "$shown" ]] && { "$bin/zshardctl" --coordinator "$addr" ledger >"$run/ledger.txt" 2>&1 || true; }
   fi
+  print_rows
   if [[ -z "$victim" && -n "$shown" ]] && ((upto >= kill_at)); then
     for i in 1 2 3 4 0; do
       if [[ $i != "$shown" ]] && (($(last_step $i) > 0)); then victim=$i; break; fi
     done
+    victim_pid=$(field "d['daemons'][$victim]['pid']")
     kill_ms=$(date +%s%3N)
-    kill -9 "${workers[$victim]}"
-    wait "${workers[$victim]}" 2>/dev/null || true
-    echo "  -- kill -9 w$victim (daemon of rank $(tail -1 "$run/trainer-w$victim.steps" | grep -o '"rank": [0-9]*' | awk '{print $2}')) after step $upto --"
+    kill -9 "$victim_pid"
+    echo "  -- kill -9 w$victim (daemon of rank $(tail -1 "$run/w$victim.steps" | grep -o '"rank": [0-9]*' | awk '{print $2}'), pid $victim_pid) after step $upto --"
   fi
-  alive=0
-  for i in 0 1 2 3 4; do
-    [[ $i == "$victim" ]] && continue
-    kill -0 "${trainers[$i]}" 2>/dev/null && alive=1
-  done
-  ((alive)) || break
+  # Once the takeover is stable: the re-shard history and the ledger of
+  # the new epoch, for the end (zshard-run stops the coordinator at the
+  # job's end).
+  if [[ -n "$victim" && ! -s $run/reshards.txt ]] &&
+     grep -q '"kind": "dead"' "$state/events.jsonl" 2>/dev/null &&
+     grep '"kind": "dead"' -A1000 "$state/events.jsonl" | grep -q '"kind": "stable"'; then
+    "$bin/zshardctl" --coordinator "$addr" reshards >"$run/reshards.txt" 2>&1 || true
+    "$bin/zshardctl" --coordinator "$addr" ledger >"$run/ledger.txt" 2>&1 || true
+  fi
+  show_run
   sleep 0.5
 done
 
 status=0
-for i in 0 1 2 3 4; do
-  [[ $i == "$victim" ]] && continue
-  wait "${trainers[$i]}" || { echo "trainer of w$i exited with status $?; see $run/trainer-w$i.log"; status=1; }
-  wait "${workers[$i]}" || { echo "worker w$i exited with status $?; see $run/w$i.log"; status=1; }
-done
-victim_status=0
-wait "${trainers[$victim]}" || victim_status=$?
-"$python" - "$run" "$shown" "$victim" <<'PY'
+if kill -0 "$runpid" 2>/dev/null; then
+  echo "the job did not end within 900 s; see $run/zshard-run.out"
+  status=1
+else
+  wait "$runpid" || status=$?
+  runpid=""
+fi
+print_rows
+show_run
+[[ -n "$shown" ]] || { echo "no trainer ran a step; see $run/zshard-run.out"; exit 1; }
+"$python" - "$run" "$shown" <<'PY'
 import json, sys
-run, shown, victim = sys.argv[1:]
-rows = [json.loads(l) for l in open("%s/trainer-w%s.steps" % (run, shown))]
+run, shown = sys.argv[1:]
+rows = [json.loads(l) for l in open("%s/w%s.steps" % (run, shown))]
 done = [r for r in rows if not r["failed"]]
 if done:
     first, last = done[0], done[-1]
@@ -174,57 +195,58 @@ if done:
               last["step"], 100 * last["loss_per_char"] /
               first["loss_per_char"], len(done), len(rows) - len(done)))
 PY
-echo "  the killed daemon's trainer (w$victim, exit status $victim_status): $(tail -1 "$run/trainer-w$victim.log")"
+if [[ -n "$victim" ]]; then
+  victim_status=$(field "d['daemons'][$victim]['trainer']['exit_status']")
+  echo "  the killed daemon's trainer (w$victim, exit status $victim_status): $(grep -v '^\s*$' "$state/w$victim.trainer.log" | tail -1)"
+fi
 for i in 0 1 2 3 4; do
   [[ $i == "$victim" ]] && continue
-  first=$(head -1 "$run/trainer-w$i.steps" 2>/dev/null | grep -o '"step": [0-9]*' | awk '{print $2}')
+  first=$(head -1 "$run/w$i.steps" 2>/dev/null | grep -o '"step": [0-9]*' | awk '{print $2}')
   if [[ -n "$first" && "$first" != 1 ]]; then
-    echo "  the spare's trainer (w$i) waited in begin_step, then ran steps $first..$(last_step $i) as rank $(tail -1 "$run/trainer-w$i.steps" | grep -o '"rank": [0-9]*' | awk '{print $2}')"
+    echo "  the spare's trainer (w$i) waited in begin_step, then ran steps $first..$(last_step $i) as rank $(tail -1 "$run/w$i.steps" | grep -o '"rank": [0-9]*' | awk '{print $2}')"
   fi
 done
-echo "  the trained model continues \"$("$python" -c "import charlm; t = charlm.load_text(); print(bytes(t[charlm.PROMPT_AT:charlm.PROMPT_AT + charlm.CONTEXT].tolist()).decode())")\" as:"
-sed -n 1p "$run/trainer-w$shown.out" | cut -c17- | sed 's/^/    /'
+if [[ -s "$run/w$shown.sample" ]]; then
+  echo "  the trained model continues \"$("$python" -c "import charlm; t = charlm.load_text(); print(bytes(t[charlm.PROMPT_AT:charlm.PROMPT_AT + charlm.CONTEXT].tolist()).decode())")\" as:"
+  sed -n 1p "$run/w$shown.sample" | cut -c17- | sed 's/^/    /'
+fi
 
-section "the kill and the re-shard that followed (zshardctl events, reshards)"
-"$bin/zshardctl" --coordinator "$addr" events | grep -E ' (step_failed|dead|propose|moves|commit|stable|finished) ' | tail -n 7 || true
-if [[ -n "${kill_ms:-}" ]]; then
-  # From the kill to the coordinator's "dead" and the next "stable", by the
-  # events' own times (the lease is 3 s: a peer's report and the closed plan
-  # watch make the death certain long before it runs out).
-  "$bin/zshardctl" --coordinator "$addr" events --output json | python3 -c '
+section "the kill and the re-shard that followed (zshard-run's events.jsonl, zshardctl reshards)"
+# From the kill to the coordinator's "dead" and the next "stable", by the
+# events' own times (the lease is 3 s: a peer's report and the closed plan
+# watch make the death certain long before it runs out).
+"$python" - "$state/events.jsonl" "${kill_ms:-0}" <<'PY' || true
 import datetime, json, sys
-kill = int(sys.argv[1])
 def ms(e):
     t = datetime.datetime.strptime(e["time"], "%Y-%m-%dT%H:%M:%S.%fZ")
     return int(t.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000)
-text = sys.stdin.read()
-try:
-    events = json.loads(text)
-except ValueError:
-    events = [json.loads(l) for l in text.splitlines() if l.strip()]
-dead = [e for e in events if e.get("kind") == "dead" and ms(e) >= kill]
+events = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+kill = int(sys.argv[2])
+kinds = ("step_failed", "dead", "propose", "moves", "commit", "stable", "finished")
+for e in [e for e in events if e.get("kind") in kinds][-7:]:
+    print("%s %6d  %-10s %s" % (e["time"], e.get("epoch", 0), e["kind"], e.get("reason", "")))
+dead = [e for e in events if e.get("kind") == "dead" and kill and ms(e) >= kill]
 if dead:
     stable = [e for e in events if e.get("kind") == "stable" and e["seq"] > dead[0]["seq"]]
     line = "  kill -9 to dead: %d ms" % (ms(dead[0]) - kill)
     if stable:
         line += "; to the new epoch stable: %d ms (lease 3000 ms)" % (ms(stable[0]) - kill)
     print(line)
-' "$kill_ms" || true
-fi
+PY
 echo
-"$bin/zshardctl" --coordinator "$addr" reshards || true
+[[ -s $run/reshards.txt ]] && cat "$run/reshards.txt"
 
 section "memory per rank: measured (worker telemetry) next to the ledger's prediction"
-"$bin/zshardctl" --coordinator "$addr" ledger || true
+[[ -s $run/ledger.txt ]] && cat "$run/ledger.txt"
 echo
 echo "measured by each worker after its last step (bytes):"
 for i in 0 1 2 3 4; do
   [[ $i == "$victim" ]] && continue
-  line=$(grep -hi ' info memory ' "$run/w$i.log" | tail -1) || true
+  line=$(grep -hi ' info memory ' "$state/w$i.worker.log" | tail -1) || true
   [[ -n "$line" ]] || continue
   echo "$line" | sed -E 's/.* worker=(w[0-9]+).*/\1/' | tr '\n' ' '
   echo "$line" | grep -oE '(param|grad|master|exp_avg|exp_avg_sq|comm|total)_bytes=[0-9]+' | tr '\n' ' '
   echo
 done
-echo "logs in $run"
+echo "logs in $state (processes.json, events.jsonl, wN.worker.log, wN.trainer.log); zshard-run's output in $run/zshard-run.out"
 exit $status

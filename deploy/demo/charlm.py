@@ -2,13 +2,17 @@
 the GNU GPL version 3 as Debian's base-files ships it
 (/usr/share/common-licenses/GPL-3), trained through zshard.
 
-    python3 charlm.py [SOCKET] [--log FILE] [--device cuda:N] [--text FILE]
-                                              # one trainer per worker daemon
-    python -m zshard.spec charlm:build_model  # the job file's model object
+    python3 charlm.py [SOCKET] [--log FILE | --log-dir DIR] [--device cuda:N]
+                      [--text FILE]           # one trainer per worker daemon
     python -m zshard.run --nproc 4 --spares 1 --job job.json charlm.py
                                               # all of it with one command
+    python -m zshard.spec charlm:build_model  # the model the coordinator
+                                              # takes from the first trainer
 
-SOCKET defaults to $ZSHARD_TRAINER_SOCKET (zshard-run sets it).
+SOCKET defaults to $ZSHARD_TRAINER_SOCKET (zshard-run sets it). --log FILE
+appends one JSON line per step; --log-dir DIR writes DIR/wI.steps (the
+same lines) and DIR/wI.sample (the greedy continuation, instead of
+printing it), I = $ZSHARD_LOCAL_RANK: one pair per trainer of zshard-run.
 
 The model reads the CONTEXT characters before a position (an embedding of
 each, concatenated), a two-layer MLP (Bengio et al. 2003) maps them to a
@@ -22,6 +26,7 @@ so a re-shard changes which trainer computes a sample, never the sample.
 
 import argparse
 import json
+import os
 import sys
 
 import torch
@@ -97,6 +102,9 @@ def main():
                         "$ZSHARD_TRAINER_SOCKET, as zshard-run sets it)")
     parser.add_argument("--log", default=None,
                         help="append one JSON line per step here")
+    parser.add_argument("--log-dir", default=None,
+                        help="write DIR/wI.steps (one JSON line per step) "
+                        "and DIR/wI.sample, I = $ZSHARD_LOCAL_RANK")
     parser.add_argument("--device", default="cpu",
                         help="where the model runs: cpu (default) or cuda:N, "
                         "the device of a daemon started with --device cuda:N")
@@ -111,6 +119,11 @@ def main():
 
     text = load_text(args.text)
     model = build_model().to(args.device)
+    sample_path = None
+    if args.log_dir:
+        stem = os.path.join(args.log_dir, "w%s" % os.environ.get(
+            "ZSHARD_LOCAL_RANK", "0"))
+        args.log, sample_path = stem + ".steps", stem + ".sample"
     log = open(args.log, "a") if args.log else None
     try:
         with DistributedOptimizer(model, socket=args.socket) as opt:
@@ -133,7 +146,12 @@ def main():
         return 3
     # Detached: the model keeps its trained params.
     start = PROMPT_AT
-    print(generate(model, text[start:start + CONTEXT], 120))
+    sample = generate(model, text[start:start + CONTEXT], 120)
+    if sample_path:
+        with open(sample_path, "w") as f:
+            f.write(sample + "\n")
+    else:
+        print(sample)
     return 0
 
 

@@ -1,50 +1,69 @@
 """zshard-run: a training job on this machine with one command.
 
-    python3 -m zshard.run --nproc N [--spares S] [--instances I] --job JOB
-        [--state-dir DIR] [--bin-dir DIR] [--max-trainer-restarts R]
-        [--tee-all] TRAIN.py [ARGS...]
+    python3 -m zshard.run --nproc N [--spares S] [--world W] [--instances I]
+        (--job JOB | --steps T --global-batch B --lr LR [--schedule KIND]
+                     [--warmup-steps K] [--min-lr LR] [--weight-decay WD]
+                     [--clip-grad-norm C])
+        [--listen HOST:PORT] [common flags] TRAIN.py [ARGS...]
+    python3 -m zshard.run --coordinator HOST:PORT[,HOST:PORT...] --nproc N
+        [--spares S] [common flags] TRAIN.py [ARGS...]
 
-starts an embedded zshard-coordinator on loopback (its SQLite store under
-DIR/store), N + S zshard-worker daemons w0.. each with a trainer socket,
-and one trainer per daemon: `python3 TRAIN.py ARGS` (this interpreter) with
+    common flags: [--state-dir DIR] [--bin-dir DIR] [--comm-host HOST]
+        [--node-name NAME] [--max-trainer-restarts R] [--tee-all]
+
+The first form starts an embedded zshard-coordinator (on loopback unless
+--listen says otherwise; its SQLite store under DIR/store) with the job of
+the file, or with a job built from --steps and its flags whose model the
+coordinator takes from the first trainer that attaches; then N + S
+zshard-worker daemons w0.. each with a trainer socket, and one trainer per
+daemon: `python3 TRAIN.py ARGS` (this interpreter) with
 ZSHARD_TRAINER_SOCKET (its daemon's socket, which DistributedOptimizer
 attaches to by default), ZSHARD_LOCAL_RANK (the daemon's index, not its
 rank, which re-shards change), ZSHARD_COORDINATOR (its address) and
-PYTHONPATH (this package first).
+PYTHONPATH (this package first). The second form is one node of a
+multi-node job: no coordinator, only the N + S daemons (named NODE-wI,
+NODE from --node-name or this host's name) and their trainers, joining the
+running job of that coordinator; --job, --steps and the job's other flags
+are refused with it.
 
 Output: each trainer's lines prefixed [wI]; the daemons' and the
 coordinator's warnings and errors prefixed [wI:worker] and [coordinator]
 (everything with --tee-all); the job's notable events as [event] lines; on
-a terminal, one progress line. Every child's whole output is in DIR/NAME.log.
+a terminal, one progress line. DIR holds every child's whole output
+(DIR/NAME.log), DIR/processes.json (every pid, socket and log, rewritten
+at start, on each trainer restart and at the end) and DIR/events.jsonl;
+the layout is in zshard._run_dir.
 
-Exit status: 0 when the job finished (the coordinator's `finished` event),
-1 with one line when it failed, 2 for bad flags, a bad job or a missing
-binary, 130 on SIGINT or SIGTERM. Whatever it started is stopped on every
-path: trainers, then daemons (SIGTERM, a bounded wait, SIGKILL), then the
-coordinator. A trainer that exits non-zero while its daemon runs is started
-again, up to --max-trainer-restarts times; one more failure fails the run.
+Exit status: 0 when the job finished (the coordinator's `finished` event;
+with --coordinator, a daemon that exited as the job was done), 1 with one
+line when it failed (with --coordinator: the reason a daemon was given), 2
+for bad flags, a bad job or a missing binary, 130 on SIGINT or SIGTERM.
+Whatever it started is stopped on every path: trainers, then daemons
+(SIGTERM, a bounded wait, SIGKILL), then the coordinator. A trainer that
+exits non-zero while its daemon runs is started again, up to
+--max-trainer-restarts times; one more failure fails the run.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import os
 import re
 import shutil
 import signal
-import subprocess
+import socket
 import sys
-import tempfile
 import time
-import urllib.request
-from typing import (Any, Callable, Deque, Dict, List, NoReturn, Optional,
-                    Set, Tuple)
+from typing import Any, Callable, Dict, List, Optional, Set
 
 from zshard._children import Child, Console, level, stop
+from zshard._run_dir import RunDir
+from zshard._run_flags import Usage, coordinator_list, parse_args
+from zshard._run_job import build_job, make_job
+from zshard._run_watch import CoordinatorView
 
-__all__ = ["main", "find_binaries", "make_job"]
+__all__ = ["main", "find_binaries", "make_job", "build_job"]
 
 BINARIES = ("zshard-coordinator", "zshard-worker", "zshardctl")
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -52,83 +71,11 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 SHOWN_EVENTS = ("dead", "excluded", "lost", "failed", "finished",
                 "trainer_lost", "trainer_refused")
 TRAINER_STOP_S, WORKER_STOP_S, COORDINATOR_STOP_S = 5.0, 10.0, 5.0
-
-
-class Usage(Exception):
-    """A bad flag, job or binary: one line, exit status 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise Usage(message)
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog="zshard-run", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="""\
-Trains TRAIN.py through zshard on this machine: an embedded coordinator
-(loopback), N + S worker daemons w0.. and one trainer per daemon, run as
-`python3 TRAIN.py ARGS` (this interpreter) with ZSHARD_TRAINER_SOCKET (its
-daemon's socket), ZSHARD_LOCAL_RANK (the daemon's index) and PYTHONPATH
-(this package first).""",
-        epilog="""\
-The job file is used as it is but for world.min and world.max, both set
-to N, and world.instances, set to I when --instances is given; its
-workload must be of kind 'trainer'.
-
-Output: trainers' lines prefixed [wI]; the coordinator's and the daemons'
-warnings and errors prefixed [coordinator] and [wI:worker] (every line
-with --tee-all); notable events as [event] lines; on a terminal, a
-progress line. Every child's whole output is in DIR/*.log.
-
-Binaries: --bin-dir, else $ZSHARD_BIN_DIR, else build/bin of the checkout
-this package is in, else PATH.
-
-Exit status: 0 the job finished, 1 it failed (one line says why), 2 bad
-usage, a bad job or a missing binary, 130 SIGINT or SIGTERM.""")
-    p.add_argument("--nproc", type=int, required=True, metavar="N",
-                   help="ranks: the job's world (world.min = world.max = N)")
-    p.add_argument("--spares", type=int, default=0, metavar="S",
-                   help="spare daemons (with trainers) that take over a lost "
-                   "rank (default 0)")
-    p.add_argument("--instances", type=int, default=None, metavar="I",
-                   help="world.instances (default: the job file's)")
-    p.add_argument("--job", required=True, metavar="JOB.json",
-                   help="the job spec, with its model (python -m zshard.spec)")
-    p.add_argument("--state-dir", metavar="DIR",
-                   help="the coordinator's store, the logs and the sockets, "
-                   "kept; a new one per run (default: a temporary directory, "
-                   "removed at the end)")
-    p.add_argument("--bin-dir", metavar="DIR",
-                   help="where zshard-coordinator, zshard-worker and "
-                   "zshardctl are")
-    p.add_argument("--max-trainer-restarts", type=int, default=3, metavar="R",
-                   help="restarts of a trainer that exits non-zero while its "
-                   "daemon runs (default 3)")
-    p.add_argument("--tee-all", action="store_true",
-                   help="print every line of the coordinator and the daemons, "
-                   "not only warnings and errors")
-    p.add_argument("script", metavar="TRAIN.py", help="the training script")
-    p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
-                   help="its arguments")
-    return p
-
-
-def parse_args(argv: List[str]) -> argparse.Namespace:
-    """The flags; raises Usage for a bad one."""
-    args = _parser().parse_args(argv)
-    if args.nproc < 1:
-        raise Usage("--nproc must be at least 1, got %d" % args.nproc)
-    if args.spares < 0:
-        raise Usage("--spares must be at least 0, got %d" % args.spares)
-    if args.instances is not None and args.instances < 1:
-        raise Usage("--instances must be at least 1, got %d" % args.instances)
-    if args.max_trainer_restarts < 0:
-        raise Usage("--max-trainer-restarts must be at least 0")
-    if not os.path.isfile(args.script):
-        raise Usage("no training script %s" % args.script)
-    return args
+# How long the embedded coordinator outlives the job's end while daemons
+# of other nodes have not left yet (they must hear that the job is done).
+REMOTE_LEAVE_S = 20.0
+_WILDCARD = ("0.0.0.0", "::", "[::]", "")
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 def find_binaries(bin_dir: Optional[str] = None) -> Dict[str, str]:
@@ -158,29 +105,26 @@ def find_binaries(bin_dir: Optional[str] = None) -> Dict[str, str]:
     return found
 
 
-def make_job(path: str, nproc: int, instances: Optional[int]) -> Dict[str, Any]:
-    """The job of the file `path` with world.min = world.max = `nproc` and
-    world.instances = `instances` when given.
-
-    Raises:
-        Usage: the file cannot be read, is not a JSON object, or its
-            workload is not of kind 'trainer'.
-    """
+def route_address(host: str, port: int) -> Optional[str]:
+    """This machine's address on the route to HOST:PORT (a UDP socket's
+    own address once connected: nothing is sent); None for loopback or
+    when there is no route."""
+    host = host.strip("[]")
+    if host in _LOOPBACK:
+        return None
     try:
-        with open(path) as f:
-            job = json.load(f)
-    except (OSError, ValueError) as e:
-        raise Usage("cannot read the job %s: %s" % (path, e)) from None
-    if not isinstance(job, dict):
-        raise Usage("the job %s is not a JSON object" % path)
-    kind = (job.get("workload") or {}).get("kind")
-    if kind != "trainer":
-        raise Usage("the job %s's workload is of kind %r; zshard-run runs "
-                    "trainers (kind 'trainer')" % (path, kind))
-    world = dict(job.get("world") or {}, min=nproc, max=nproc)
-    if instances is not None:
-        world["instances"] = instances
-    return dict(job, world=world)
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
+        with socket.socket(info[0], socket.SOCK_DGRAM) as s:
+            s.connect(info[4])
+            own = s.getsockname()[0]
+    except OSError:
+        return None
+    return None if own.startswith("127.") or own == "::1" else own
+
+
+def split_host(address: str) -> tuple:
+    host, _, port = address.rpartition(":")
+    return host, int(port)
 
 
 class Launcher:
@@ -188,52 +132,66 @@ class Launcher:
     stop(); see the module's docstring."""
 
     def __init__(self, args: argparse.Namespace, bins: Dict[str, str],
-                 job: Dict[str, Any], console: Console) -> None:
+                 job: Optional[Dict[str, Any]], console: Console) -> None:
         self.args, self.bins, self.job, self.console = args, bins, job, console
-        self.keep = bool(args.state_dir)
-        self.dir = (os.path.abspath(args.state_dir) if args.state_dir else
-                    tempfile.mkdtemp(prefix="zshard-run-"))
-        os.makedirs(self.dir, exist_ok=True)
-        self.sock_dir = self.dir
-        if len(os.path.join(self.dir, "w%d.sock" % 10**6)) > 100:
-            self.sock_dir = tempfile.mkdtemp(prefix="zshard-run-")
+        self.joining = args.coordinator is not None
+        self.run_dir = RunDir(args.state_dir)
+        self.dir = self.run_dir.dir
+        self.node: Optional[str] = args.node_name or (
+            socket.gethostname().split(".")[0] if self.joining else None)
         self.signals = 0
         self.coordinator: Optional[Child] = None
-        self.address: Optional[str] = None
+        self.address: Optional[str] = args.coordinator
+        self.view: Optional[CoordinatorView] = None
         self.metrics_port: Optional[int] = None
         self.workers: List[Child] = []
         self.trainers: List[Optional[Child]] = []
         self.restarts: List[int] = []
         self.exited_at: Dict[int, float] = {}
         self.attached: Set[int] = set()  # pids of trainers that attached
-        self.seen_seq = 0
+        self.done: Set[int] = set()  # daemons that exited as the job was done
+        self.job_failed: Optional[str] = None  # a daemon's "job failed" reason
+        self.first_poll = True
+        self.others_checked = 0.0
         self.finished = False
         self.failure: Optional[str] = None
-        self.steps = int(job["workload"].get("steps", 0))
-        self.history: Deque[Tuple[float, int]] = collections.deque()
+        self.steps = int(job["workload"].get("steps", 0)) if job else 0
+        self.world = int(job["world"]["max"]) if job else 0
 
     # -- output -------------------------------------------------------------
 
     def say(self, text: str) -> None:
         self.console.line("zshard-run: " + text, err=True)
 
-    def _daemon_filter(self, prefix: str) -> Callable[[str], Optional[str]]:
+    def _daemon_filter(self, prefix: str, index: Optional[int] = None
+                       ) -> Callable[[str], Optional[str]]:
         """What a daemon's line is shown with: `prefix` for its warnings,
         errors and lines that are not log lines (all with --tee-all), else
-        None. Notes the coordinator's addresses and attached trainers."""
+        None. Notes the coordinator's addresses, attached trainers and how
+        each daemon ended."""
         def show(line: str) -> Optional[str]:
             lvl = level(line)
             m = re.search(r"(coordinator|metrics) listening on "
-                          r"(?:port )?([0-9.:]+)", line)
-            if prefix == "coordinator" and m and not lvl:
+                          r"(?:port )?([0-9A-Za-z.:\[\]]+)", line)
+            if index is None and m and not lvl:
                 if m.group(1) == "metrics":
                     self.metrics_port = int(m.group(2))
                 else:
-                    self.address = m.group(2)
+                    host, port = split_host(m.group(2))
+                    self.address = "%s:%d" % (
+                        "127.0.0.1" if host in _WILDCARD else host, port)
             attached = re.search(r" trainer attached .*\bpid=(\d+)", line)
             if attached:
                 self.attached.add(int(attached.group(1)))
-            if prefix == "coordinator" and self.address is None and not lvl:
+            if index is not None and lvl:
+                if re.search(r" job done, exiting\b", line):
+                    self.done.add(index)
+                failed = re.search(r" training failed, exiting .*?\berror="
+                                   r"job failed: (.*)$", line)
+                if failed and self.job_failed is None:
+                    self.job_failed = "%s (%s)" % (failed.group(1),
+                                                   self.name(index))
+            if index is None and self.address is None and not lvl:
                 return None  # a refusal at start: the one line of main()
             if self.args.tee_all or lvl in ("warning", "error") or (
                     not lvl and not m and line.strip()):
@@ -241,19 +199,23 @@ class Launcher:
             return None
         return show
 
+    def name(self, i: int) -> str:
+        """Daemon i's member name."""
+        return "%s-w%d" % (self.node, i) if self.node else "w%d" % i
+
     # -- starting -----------------------------------------------------------
 
-    def start(self) -> None:
-        """The coordinator, then each daemon with its trainer."""
-        path = os.path.join(self.dir, "job.json")
+    def start_coordinator(self) -> None:
+        """The embedded coordinator; returns once it listens."""
+        path = self.run_dir.path("job.json")
         with open(path, "w") as f:
             json.dump(self.job, f, indent=1)
         self.coordinator = Child(
             "coordinator", [self.bins["zshard-coordinator"], "--job", path,
-                            "--listen", "127.0.0.1:0", "--state-dir",
-                            os.path.join(self.dir, "store"),
+                            "--listen", self.args.listen or "127.0.0.1:0",
+                            "--state-dir", self.run_dir.path("store"),
                             "--metrics-listen", "127.0.0.1:0"],
-            self.console, os.path.join(self.dir, "coordinator.log"),
+            self.console, self.run_dir.path("coordinator.log"),
             self._daemon_filter("coordinator"))
         deadline = time.monotonic() + 60
         while self.address is None:
@@ -271,122 +233,136 @@ class Launcher:
                 raise RuntimeError("the coordinator did not listen within "
                                    "60 s")
             time.sleep(0.02)
+
+    def comm_host(self) -> Optional[str]:
+        """--comm-host, else this machine's address toward the (first)
+        coordinator, or the --listen host; None: the daemons' default."""
+        if self.args.comm_host:
+            return self.args.comm_host
+        if self.joining:
+            return route_address(*split_host(
+                coordinator_list(self.args.coordinator)[0]))
+        if self.args.listen:
+            host, _ = split_host(self.args.listen)
+            if host in _WILDCARD:
+                return route_address("192.0.2.1", 9)  # no packet is sent
+            return None if host.strip("[]") in _LOOPBACK else host
+        return None
+
+    def start(self) -> None:
+        """The coordinator (unless joining), then each daemon with its
+        trainer; then DIR/processes.json."""
+        if not self.joining:
+            self.start_coordinator()
+            if self.signals:
+                return
+        assert self.address is not None
+        self.view = CoordinatorView(self.bins["zshardctl"], self.address)
+        extra: List[str] = []
+        host = self.comm_host()
+        if host:
+            extra += ["--comm-host", host]
+        if self.node:
+            extra += ["--labels", "node=%s" % self.node]
         for i in range(self.args.nproc + self.args.spares):
-            name = "w%d" % i
             self.workers.append(Child(
-                name, [self.bins["zshard-worker"], "--coordinator",
-                       self.address, "--name", name, "--trainer-socket",
-                       self.socket(i)], self.console,
-                os.path.join(self.dir, name + ".worker.log"),
-                self._daemon_filter(name + ":worker")))
+                "w%d" % i, [self.bins["zshard-worker"], "--coordinator",
+                            self.address, "--name", self.name(i),
+                            "--trainer-socket", self.run_dir.socket(i),
+                            *extra], self.console,
+                self.run_dir.path("w%d.worker.log" % i),
+                self._daemon_filter("w%d:worker" % i, i)))
             self.trainers.append(None)
             self.restarts.append(0)
             self.start_trainer(i)
-        self.say("coordinator %s (pid %d), run directory %s" % (
-            self.address, self.coordinator.proc.pid, self.dir))
+        if self.coordinator is not None:
+            self.say("coordinator %s (pid %d), run directory %s" % (
+                self.address, self.coordinator.proc.pid, self.dir))
+        else:
+            self.say("joining the job of coordinator %s as node %s, run "
+                     "directory %s" % (self.address, self.node, self.dir))
         self.say("worker pids %s; trainer pids %s" % (
             " ".join("w%d=%d" % (i, w.proc.pid)
                      for i, w in enumerate(self.workers)),
             " ".join("w%d=%d" % (i, t.proc.pid)
                      for i, t in enumerate(self.trainers) if t)))
-
-    def socket(self, i: int) -> str:
-        return os.path.join(self.sock_dir, "w%d.sock" % i)
+        self.save()
 
     def start_trainer(self, i: int) -> None:
         package_root = os.path.dirname(os.path.dirname(
             os.path.abspath(__file__)))
         path = [package_root] + [p for p in os.environ.get(
             "PYTHONPATH", "").split(os.pathsep) if p]
-        env = dict(os.environ, ZSHARD_TRAINER_SOCKET=self.socket(i),
+        env = dict(os.environ, ZSHARD_TRAINER_SOCKET=self.run_dir.socket(i),
                    ZSHARD_LOCAL_RANK=str(i), ZSHARD_COORDINATOR=self.address
                    or "", PYTHONPATH=os.pathsep.join(path),
                    PYTHONUNBUFFERED="1")
         self.trainers[i] = Child(
             "trainer-w%d" % i, [sys.executable, self.args.script,
                                 *self.args.script_args],
-            self.console, os.path.join(self.dir, "w%d.trainer.log" % i),
+            self.console, self.run_dir.path("w%d.trainer.log" % i),
             lambda line, p="w%d" % i: p, env=env)
+
+    def save(self, exit_status: Optional[int] = None) -> None:
+        """DIR/processes.json (its format: zshard._run_dir)."""
+        def status(c: Optional[Child]) -> Optional[int]:
+            return None if c is None else c.proc.poll()
+        c = self.coordinator
+        self.run_dir.write_processes({
+            "launcher": {"pid": os.getpid()},
+            "state": "running" if exit_status is None else "ended",
+            "exit_status": exit_status,
+            "coordinator": {
+                "address": self.address, "embedded": not self.joining,
+                "pid": c.proc.pid if c else None,
+                "metrics_port": self.metrics_port,
+                "log": self.run_dir.path("coordinator.log") if c else None},
+            "daemons": [{
+                "index": i, "name": self.name(i), "pid": w.proc.pid,
+                "socket": self.run_dir.socket(i),
+                "log": self.run_dir.path("w%d.worker.log" % i),
+                "exit_status": status(w),
+                "trainer": {
+                    "pid": t.proc.pid if t else None,
+                    "restarts": self.restarts[i],
+                    "log": self.run_dir.path("w%d.trainer.log" % i),
+                    "exit_status": status(t)}}
+                for i, (w, t) in enumerate(zip(self.workers,
+                                               self.trainers))]})
 
     # -- watching -----------------------------------------------------------
 
-    def ctl(self, *command: str) -> Optional[Any]:
-        """zshardctl COMMAND --output json, parsed; None when it fails."""
-        try:
-            out = subprocess.run(
-                [self.bins["zshardctl"], "--coordinator", str(self.address),
-                 *command, "--output", "json", "--timeout-ms", "3000"],
-                stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                timeout=15)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        if out.returncode != 0:
-            return None
-        try:
-            return json.loads(out.stdout)
-        except ValueError:
-            try:
-                return [json.loads(l) for l in out.stdout.splitlines() if l]
-            except ValueError:
-                return None
-
     def poll_events(self) -> None:
-        events = self.ctl("events")
-        if isinstance(events, dict):
-            events = events.get("events")
-        for e in events if isinstance(events, list) else []:
-            if not isinstance(e, dict) or e.get("seq", 0) <= self.seen_seq:
-                continue
-            self.seen_seq = e.get("seq", 0)
+        """New events: the notable ones as [event] lines, all in
+        DIR/events.jsonl; an embedded coordinator's `finished`, `lost` and
+        `failed` end the run. A joining node starts from the events after
+        its first look."""
+        assert self.view is not None
+        events = self.view.new_events()
+        if events is None:
+            return
+        first, self.first_poll = self.first_poll, False
+        if first and self.joining:
+            return
+        for e in events:
+            self.run_dir.add_event(e)
             kind, reason = e.get("kind"), e.get("reason", "")
             if kind in SHOWN_EVENTS:
                 self.console.line("[event] %s: %s" % (kind, reason))
+            if self.joining:
+                continue
             if kind == "finished":
                 self.finished = True
             elif kind in ("lost", "failed") and self.failure is None:
                 self.failure = "the job failed (%s): %s" % (kind, reason)
 
-    def loss(self) -> Optional[float]:
-        """The lowest rank's latest loss, from the coordinator's /metrics."""
-        if not self.metrics_port:
-            return None
-        try:
-            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" %
-                                        self.metrics_port, timeout=2) as r:
-                text = r.read().decode()
-        except (OSError, ValueError):
-            return None
-        found = sorted((int(m.group(1)), float(m.group(2))) for m in re.finditer(
-            r'^zshard_rank_loss\{rank="(\d+)"[^}]*\} (\S+)$', text, re.M))
-        return found[0][1] if found else None
-
-    def poll_progress(self) -> None:
-        """The progress line: step of total, loss, steps/s, ETA, world."""
-        status = self.ctl("status")
-        if not isinstance(status, dict):
-            return
-        members = status.get("members") or []
-        step = max([m.get("step", 0) for m in members
-                    if m.get("rank", -1) >= 0] or [0])
-        now = time.monotonic()
-        self.history.append((now, step))
-        while len(self.history) > 2 and now - self.history[0][0] > 10:
-            self.history.popleft()
-        t0, s0 = self.history[0]
-        rate = (step - s0) / (now - t0) if now > t0 else 0.0
-        text = "step %d/%d" % (step, self.steps)
-        loss = self.loss()
-        if loss is not None:
-            text += "  loss %.4f" % loss
-        if rate > 0:
-            eta = int(max(0, self.steps - step) / rate)
-            text += "  %.1f steps/s  ETA %d:%02d:%02d" % (
-                rate, eta // 3600, eta // 60 % 60, eta % 60)
-        spares = sum(1 for m in members if m.get("state") == "SPARE")
-        text += "  world %s (%d spare%s) %s" % (
-            status.get("world", "?"), spares, "" if spares == 1 else "s",
-            str(status.get("state", "")).lower())
-        self.console.set_progress(text)
+    def check_daemons(self) -> None:
+        """With --coordinator: the job's end as this node's daemons saw it
+        (one exited as the job was done, or was told it failed)."""
+        if self.job_failed and self.failure is None:
+            self.failure = "the job failed: %s" % self.job_failed
+        elif any(not self.workers[i].running() for i in self.done):
+            self.finished = True
 
     def check_trainers(self) -> None:
         """Restarts a trainer that exited non-zero while its daemon runs
@@ -416,6 +392,7 @@ class Launcher:
                      "again (%d of %d)" % (i, code, self.restarts[i],
                                            self.args.max_trainer_restarts))
             self.start_trainer(i)
+            self.save()
 
     def stop_unattached(self) -> None:
         """After the job finished: stops the trainers whose daemon exited
@@ -429,52 +406,98 @@ class Launcher:
                     t.finish()
                     self.trainers[i] = None
 
+    def others(self) -> Optional[List[str]]:
+        """The live members of other nodes, by the embedded coordinator's
+        status; None when it could not be read."""
+        assert self.view is not None
+        status = self.view.ctl("status")
+        if not isinstance(status, dict):
+            return None
+        ours = {self.name(i) for i in range(len(self.workers))}
+        return [str(m.get("name")) for m in status.get("members") or []
+                if m.get("name") not in ours and
+                m.get("state") not in ("DEAD", "LEFT")]
+
+    def end(self, code: int) -> int:
+        """`code`, once the members of other nodes (--world above --nproc)
+        have left the embedded coordinator, at most REMOTE_LEAVE_S later:
+        each must hear how the job ended."""
+        deadline = time.monotonic() + REMOTE_LEAVE_S
+        while (not self.joining and time.monotonic() < deadline and
+               not self.signals and self.others()):
+            time.sleep(0.2)
+        return code
+
+    def ended(self) -> Optional[int]:
+        """The exit status once the job ended, else None."""
+        if self.failure:
+            self.say(self.failure)
+            return self.end(EXIT_FAILED)
+        if self.coordinator is not None and not self.coordinator.running():
+            self.coordinator.finish()
+            self.say("the coordinator exited with status %d: %s" % (
+                self.coordinator.proc.returncode, self.coordinator.last))
+            return EXIT_FAILED
+        self.check_trainers()
+        if self.joining:
+            self.check_daemons()
+        if self.finished:
+            self.stop_unattached()
+        trainers_done = all(t is None or not t.running()
+                            for t in self.trainers)
+        workers_done = all(not w.running() for w in self.workers)
+        if self.finished and trainers_done:
+            for i, t in enumerate(self.trainers):
+                if t is not None and t.proc.returncode != 0:
+                    self.say("the trainer of w%d exited with status %d; "
+                             "its daemon exited with status %s" % (
+                                 i, t.proc.returncode,
+                                 self.workers[i].proc.poll()))
+            if self.joining:
+                self.poll_events()  # the `finished` event, for the eye
+            return self.end(EXIT_OK)
+        if not (workers_done and trainers_done and not self.exited_at):
+            return None
+        if self.joining:
+            self.check_daemons()
+        else:
+            self.poll_events()
+            now = time.monotonic()
+            if not self.finished and not self.failure and \
+                    now - self.others_checked >= 1.0:
+                # Ranks on other nodes go on: the coordinator will say.
+                self.others_checked = now
+                others = self.others()  # None: no answer
+                if others or (others is None and self.world > len(
+                        self.workers)):
+                    return None
+            elif not self.finished and not self.failure:
+                return None
+        if self.finished or self.failure:
+            return None  # said at the next round
+        self.say("every worker daemon exited before the job finished: %s" %
+                 "; ".join("w%d status %d: %s" % (i, w.proc.returncode,
+                                                  w.last)
+                           for i, w in enumerate(self.workers)))
+        return EXIT_FAILED
+
     def loop(self) -> int:
         """Watches the job until it ends; returns the exit status."""
         last_poll = 0.0
         while not self.signals:
-            assert self.coordinator is not None
+            assert self.view is not None
             now = time.monotonic()
             if now - last_poll >= 1.0:
                 last_poll = now
                 self.poll_events()
+                self.view.metrics_port = self.metrics_port
                 if self.console.tty and not self.finished:
-                    self.poll_progress()
-            if self.failure:
-                self.say(self.failure)
-                return EXIT_FAILED
-            if not self.coordinator.running():
-                self.coordinator.finish()
-                self.say("the coordinator exited with status %d: %s" % (
-                    self.coordinator.proc.returncode, self.coordinator.last))
-                return EXIT_FAILED
-            self.check_trainers()
-            if self.finished:
-                self.stop_unattached()
-            trainers_done = all(t is None or not t.running()
-                                for t in self.trainers)
-            workers_done = all(not w.running() for w in self.workers)
-            if self.finished and trainers_done:
-                for i, t in enumerate(self.trainers):
-                    if t is not None and t.proc.returncode != 0:
-                        self.say("the trainer of w%d exited with status %d; "
-                                 "its daemon exited with status %d" % (
-                                     i, t.proc.returncode,
-                                     self.workers[i].proc.returncode))
-                return EXIT_OK
-            if workers_done and trainers_done and not self.exited_at:
-                self.poll_events()
-                if self.finished:
-                    continue
-                if self.failure:
-                    self.say(self.failure)
-                else:
-                    self.say("every worker daemon exited before the job "
-                             "finished: %s" % "; ".join(
-                                 "w%d status %d: %s" % (
-                                     i, w.proc.returncode, w.last)
-                                 for i, w in enumerate(self.workers)))
-                return EXIT_FAILED
+                    text = self.view.progress(self.steps)
+                    if text:
+                        self.console.set_progress(text)
+            code = self.ended()
+            if code is not None:
+                return code
             time.sleep(0.1)
         return EXIT_INTERRUPTED
 
@@ -485,18 +508,20 @@ class Launcher:
         stop([c for c in children if c is not None], wait_s,
              lambda: self.signals != signals)
 
-    def stop(self) -> None:
-        """Trainers, then daemons, then the coordinator; then the
-        temporary directories."""
+    def stop(self, code: int) -> None:
+        """Trainers, then daemons, then the coordinator; then
+        processes.json's last state and the temporary directories."""
         self.console.set_progress("")
         self._stop([t for t in self.trainers if t], TRAINER_STOP_S)
         self._stop(self.workers, WORKER_STOP_S)
         if self.coordinator is not None:
             self._stop([self.coordinator], COORDINATOR_STOP_S)
-        if self.sock_dir != self.dir:
-            shutil.rmtree(self.sock_dir, ignore_errors=True)
-        if not self.keep:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        try:
+            if self.workers or self.coordinator is not None:
+                self.save(code)
+        except OSError:
+            pass
+        self.run_dir.close()
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -505,7 +530,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
         bins = find_binaries(args.bin_dir)
-        job = make_job(args.job, args.nproc, args.instances)
+        world = args.world if args.world is not None else args.nproc
+        job = (None if args.coordinator is not None else
+               make_job(args.job, world, args.instances) if args.job else
+               build_job(args))
     except Usage as e:
         print("zshard-run: %s" % e, file=sys.stderr)
         return EXIT_USAGE
@@ -535,7 +563,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if launcher.signals:
             code = EXIT_INTERRUPTED
             launcher.say("interrupted; stopping everything")
-        launcher.stop()
+        launcher.stop(code)
         for s, handler in old.items():
             signal.signal(s, handler)
     return code

@@ -142,11 +142,11 @@ class ErrorsTest(unittest.TestCase):
 class StepTypesTest(unittest.TestCase):
 
     def test_fields_as_before(self):
-        # `steps` (the job's length) came last, with a default: code that
-        # builds a StepInfo of five values still works.
+        # `steps` (the job's length) and `repeated` came last, with
+        # defaults: code that builds a StepInfo of five values still works.
         self.assertEqual(zshard.StepInfo._fields,
                          ("step", "rank", "world", "global_batch", "lr",
-                          "steps"))
+                          "steps", "repeated"))
         self.assertEqual(zshard.StepResult._fields,
                          ("step", "applied", "grad_norm", "loss", "failed"))
 
@@ -154,10 +154,11 @@ class StepTypesTest(unittest.TestCase):
         info = zshard.StepInfo(3, 1, 4, 16, 0.01)
         self.assertEqual(info.rank, 1)
         self.assertEqual(info.steps, 0)
-        step, rank, world, batch, lr, steps = zshard.StepInfo(
-            3, 1, 4, 16, 0.01, 300)
-        self.assertEqual((step, world, batch, lr, steps),
-                         (3, 4, 16, 0.01, 300))
+        self.assertFalse(info.repeated)
+        step, rank, world, batch, lr, steps, repeated = zshard.StepInfo(
+            3, 1, 4, 16, 0.01, 300, True)
+        self.assertEqual((step, world, batch, lr, steps, repeated),
+                         (3, 4, 16, 0.01, 300, True))
         with self.assertRaises(AttributeError):
             info.step = 4
         result = zshard.StepResult(3, True, 2.5, None, False)

@@ -1,8 +1,11 @@
 """zshard-run (python -m zshard.run): one command starts the coordinator,
 the worker daemons and a trainer per daemon; it trains to the end (exit 0,
-the params of single-process AdamW), survives a daemon killed mid-run
-(exit 0, the same params bit for bit), fails in one line (exit 1 or 2),
-and on SIGINT exits 130 leaving no process behind."""
+the params of single-process AdamW) with a job file or with the job built
+from --steps and its flags (no model: the first trainer's), survives a
+daemon killed mid-run (exit 0, the same params bit for bit), fails in one
+line (exit 1 or 2), and on SIGINT exits 130 leaving no process behind and
+DIR/processes.json saying so. Two nodes joined by --coordinator:
+test_run_join.py; the flags alone: test_run_flags.py."""
 
 import json
 import os
@@ -180,6 +183,54 @@ class RunTest(unittest.TestCase):
         for name, value in want.items():
             self.assertTrue(torch.equal(got[name], value), name)
 
+    def test_the_job_without_a_file(self):
+        # --steps and its flags: a job built from them, with no model (the
+        # coordinator takes the first trainer's); the optimizer of
+        # test_trainer's job, so the params of single-process AdamW.
+        o = test_trainer.OPTIMIZER
+        s = o["lr_schedule"]
+        self.assertEqual(s["decay_steps"], test_trainer.STEPS)
+        state = os.path.join(self.tmp, "steps-state")
+        out = self.out_dir("steps")
+        run = Run(["--nproc", "2", "--spares", "1", "--instances", "2",
+                   "--steps", str(test_trainer.STEPS), "--global-batch",
+                   str(test_trainer.GLOBAL_BATCH), "--lr", str(o["lr"]),
+                   "--weight-decay", str(o["weight_decay"]),
+                   "--clip-grad-norm", str(o["clip_grad_norm"]),
+                   "--schedule", s["kind"], "--warmup-steps",
+                   str(s["warmup_steps"]), "--min-lr", str(s["min_lr"]),
+                   "--state-dir", state, self.script, out])
+        self.assertEqual(run.wait(), 0, run.output())
+        self.assertIn("[event] finished: every rank reached step 20",
+                      run.output())
+        with open(os.path.join(state, "job.json")) as f:
+            job = json.load(f)
+        self.assertNotIn("model", job)
+        self.assertEqual(job["optimizer"], o)
+        with open(os.path.join(state, "coordinator.log")) as f:
+            self.assertRegex(f.read(), r"the job's model is worker w\d's "
+                             r"trainer's")
+        got = self.params(out)
+        want, _ = test_trainer.reference()
+        for name, value in want.items():
+            diff = (got[name] - value).abs()
+            self.assertLess(diff.median().item(), 5e-7, name)
+            self.assertLess(diff.max().item(), 1e-4, name)
+        # --job FILE without a model: the same job from a file.
+        with open(self.job) as f:
+            job = json.load(f)
+        del job["model"]
+        path = os.path.join(self.tmp, "no-model.json")
+        with open(path, "w") as f:
+            json.dump(job, f)
+        out = self.out_dir("no-model")
+        run = Run(["--nproc", "2", "--job", path, self.script, out])
+        self.assertEqual(run.wait(), 0, run.output())
+        got = self.params(out)
+        for name, value in want.items():
+            self.assertLess((got[name] - value).abs().max().item(), 1e-4,
+                            name)
+
     def test_failures_end_in_one_line(self):
         bad = os.path.join(self.tmp, "bad.json")
         with open(bad, "w") as f:
@@ -252,8 +303,27 @@ class RunTest(unittest.TestCase):
         left = subprocess.run(["pgrep", "-f", self.tmp],
                               capture_output=True, text=True)
         self.assertEqual(left.stdout, "", "processes left behind")
-        # --state-dir is kept, with every child's log.
+        # --state-dir is kept, with every child's log, and processes.json
+        # names every process and how the run ended.
         self.assertTrue(os.path.exists(os.path.join(state, "w0.worker.log")))
+        with open(os.path.join(state, "processes.json")) as f:
+            record = json.load(f)
+        self.assertEqual((record["state"], record["exit_status"]),
+                         ("ended", 130))
+        self.assertEqual(
+            {d["name"]: d["pid"] for d in record["daemons"]},
+            run.pids("worker"))
+        self.assertEqual(
+            {"w%d" % d["index"]: d["trainer"]["pid"]
+             for d in record["daemons"]}, run.pids("trainer"))
+        self.assertTrue(record["coordinator"]["embedded"])
+        with self.assertRaises(ProcessLookupError):
+            os.kill(record["coordinator"]["pid"], 0)
+        self.assertEqual(record["coordinator"]["address"], re.search(
+            r"coordinator (\S+) \(pid", run.output()).group(1))
+        with open(os.path.join(state, "events.jsonl")) as f:
+            kinds = [json.loads(l)["kind"] for l in f]
+        self.assertEqual(kinds[:2], ["waiting", "join"])
 
 
 if __name__ == "__main__":
