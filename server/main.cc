@@ -10,6 +10,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/checkpoint/torch_convert.h"
+#include "common/clock.h"
 #include "common/file_io.h"
 #include "common/flags.h"
 #include "common/job/job_spec.h"
@@ -52,6 +54,10 @@ ABSL_FLAG(std::string, admin_token_file, "",
 ABSL_FLAG(std::string, log_format, "text", "text or json");
 ABSL_FLAG(std::string, restore, "",
           "checkpoint directory the job starts from (fresh state dir only)");
+ABSL_FLAG(std::string, init_from, "",
+          "torch.save file ({\"model\": state_dict, \"optimizer\": AdamW "
+          "state_dict}, or a state_dict) the job starts from (fresh state "
+          "dir only)");
 
 namespace {
 
@@ -62,7 +68,35 @@ constexpr char kUsage[] =
     "[--etcd-cert F --etcd-key F]] [--etcd-lease-ttl S] | --state-dir DIR) "
     "[--metrics-listen HOST:PORT] [--tls-cert F --tls-key F "
     "[--tls-client-ca F]] [--admin-token-file F] [--log-format text|json] "
-    "[--restore CHECKPOINT_DIR]";
+    "[--restore CHECKPOINT_DIR | --init-from TORCH_FILE]";
+
+// --init-from: the torch file as a checkpoint (one rank file and its
+// manifest) in the state dir, or else the job's checkpoint dir, which the
+// job then restores from.
+absl::StatusOr<zshard::server::CheckpointRecord> ImportInitCheckpoint(
+    const std::string& torch_path, const zshard::job::JobSpec& spec,
+    const std::string& state_dir) {
+  if (!zshard::job::HasModel(spec)) {
+    return absl::InvalidArgumentError(
+        "the job has no model to read the file against: write the model in "
+        "the job (python -m zshard.spec)");
+  }
+  const std::string root = !state_dir.empty() ? state_dir : spec.checkpoint.dir;
+  if (root.empty()) {
+    return absl::InvalidArgumentError(
+        "the imported checkpoint needs a directory: give --state-dir or set "
+        "checkpoint.dir in the job");
+  }
+  zshard::checkpoint::ImportOptions o;
+  o.job = spec.name;
+  o.expert_parallel = spec.layout.expert_parallel;
+  o.committed_ms = zshard::RealClock::Get()->NowMs();
+  ZSHARD_ASSIGN_OR_RETURN(
+      zshard::checkpoint::ImportSummary imported,
+      zshard::checkpoint::ImportTorchCheckpoint(torch_path, spec.model,
+                                                root + "/init-from-torch", o));
+  return zshard::server::LoadRestoreCheckpoint(imported.dir, spec);
+}
 
 int Fail(int code, const std::string& line) {
   std::fprintf(stderr, "zshard-coordinator: %s\n", line.c_str());
@@ -86,7 +120,8 @@ zshard::FlagList CoordinatorFlags() {
           FlagOf(FLAGS_tls_client_ca),
           FlagOf(FLAGS_admin_token_file),
           FlagOf(FLAGS_log_format),
-          FlagOf(FLAGS_restore)};
+          FlagOf(FLAGS_restore),
+          FlagOf(FLAGS_init_from)};
 }
 
 // The required flags are given and the addresses are HOST:PORT.
@@ -222,6 +257,18 @@ int main(int argc, char** argv) {
     if (!restore.ok()) {
       return Fail(2,
                   absl::StrCat("flag --restore: ", restore.status().message()));
+    }
+    options.membership.restore = *std::move(restore);
+  }
+  if (parsed->Given(FLAGS_init_from)) {
+    if (parsed->Given(FLAGS_restore)) {
+      return Fail(2, "flags --restore and --init-from exclude each other");
+    }
+    auto restore = ImportInitCheckpoint(absl::GetFlag(FLAGS_init_from), *spec,
+                                        options.state_dir);
+    if (!restore.ok()) {
+      return Fail(
+          2, absl::StrCat("flag --init-from: ", restore.status().message()));
     }
     options.membership.restore = *std::move(restore);
   }

@@ -162,6 +162,52 @@ class TorchFileTest(unittest.TestCase):
         again.load_state_dict(got["optimizer"])
         self.assertEqual(again.param_groups[0]["lr"], 0.01)
 
+    def test_a_job_starts_from_a_torch_file(self):
+        # zshard-coordinator --init-from: the file becomes a checkpoint in
+        # the state dir, which the job restores from.
+        model = small_model(2)
+        opt = torch.optim.AdamW(model.parameters(), lr=0.01, betas=BETAS,
+                                eps=EPS, weight_decay=0.0)
+        for _ in range(2):
+            opt.zero_grad()
+            model(torch.randn(4, 16)).square().sum().backward()
+            opt.step()
+        saved = self.path("init.pt")
+        torch.save({"model": model.state_dict(),
+                    "optimizer": opt.state_dict()}, saved)
+        spec = job_spec(model, "initfrom", 0.0)
+        procs = LocalProcesses(os.environ["ZSHARD_BIN_DIR"],
+                               prefix="zshard-init-from-")
+        try:
+            procs.start_coordinator(spec, timeout=30,
+                                    extra=["--init-from", saved])
+            code, out, err = ctl("--coordinator", procs.address, "events",
+                                 "--output", "json")
+            self.assertEqual(code, 0, err)
+            self.assertIn("job starts from the checkpoint of step 2 in " +
+                          os.path.join(procs.dir, "state", "init-from-torch"),
+                          out)
+            state, adam_step = read_checkpoint(
+                os.path.join(procs.dir, "state", "init-from-torch"))
+            self.assertEqual(adam_step, 2)
+            for i, (name, value) in enumerate(model.state_dict().items()):
+                self.assertTrue(torch.equal(state[i][0],
+                                            value.reshape(-1)), name)
+        finally:
+            procs.stop()
+        # A file that is not the job's model: one line, exit status 2.
+        other = torch.nn.Linear(3, 3)
+        torch.save(other.state_dict(), self.path("other.pt"))
+        job = self.write_job(spec)
+        p = subprocess.run(
+            [bin_path("zshard-coordinator"), "--job", job, "--listen",
+             "127.0.0.1:0", "--state-dir", self.path("bad-state"),
+             "--init-from", self.path("other.pt")],
+            capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertRegex(p.stderr, r"^zshard-coordinator: flag --init-from: "
+                         r"[^\n]+\n$")
+
     def test_a_plain_state_dict_starts_with_zero_moments(self):
         model = small_model()
         torch.save(model.state_dict(), self.path("plain.pt"))
