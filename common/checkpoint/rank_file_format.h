@@ -22,6 +22,8 @@
 #include <cstring>
 #include <string>
 
+#include "common/checkpoint/little_endian.h"
+
 namespace zshard::checkpoint::format {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -52,19 +54,12 @@ struct RangeRecord {
   int64_t offset = 0;
 };
 
-// Appends the little-endian bytes of `value` to `out`.
-template <typename T>
-void Put(std::string& out, T value) {
-  char bytes[sizeof(T)];
-  std::memcpy(bytes, &value, sizeof(T));
-  out.append(bytes, sizeof(T));
-}
+using le::Put;
 
 // Reads a T at `at` and advances it. Requires sizeof(T) bytes there.
 template <typename T>
 T Get(const char*& at) {
-  T value;
-  std::memcpy(&value, at, sizeof(T));
+  const T value = le::Read<T>(at);
   at += sizeof(T);
   return value;
 }

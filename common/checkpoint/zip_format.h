@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string>
 
+#include "common/checkpoint/little_endian.h"
+
 namespace zshard::checkpoint::zip {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -48,20 +50,12 @@ inline constexpr uint16_t kVersionZip64 = 45;
 inline constexpr uint16_t kDosTime = 0;
 inline constexpr uint16_t kDosDate = (1 << 5) | 1;
 
-// Appends the little-endian bytes of `value` to `out`.
-template <typename T>
-void Put(std::string& out, T value) {
-  char bytes[sizeof(T)];
-  std::memcpy(bytes, &value, sizeof(T));
-  out.append(bytes, sizeof(T));
-}
+using le::Put;
 
 // The T at `at`. Requires sizeof(T) readable bytes there.
 template <typename T>
 T Get(const char* at) {
-  T value;
-  std::memcpy(&value, at, sizeof(T));
-  return value;
+  return le::Read<T>(at);
 }
 
 }  // namespace zshard::checkpoint::zip
