@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import struct
 import time
-from typing import Any, Dict, Iterable, List, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 # The errors lived here first; they stay importable from here.
 from zshard.errors import WorkerLost, ZshardError
@@ -125,3 +126,10 @@ def recv(sock: socket.socket) -> Tuple[Message, List[int]]:
         close_fds(fds)
         raise
     return body, fds
+
+
+def recv_waiting(sock: socket.socket, seconds: float,
+                 ) -> Optional[Tuple[Message, List[int]]]:
+    """recv, when a frame arrives within `seconds`; None otherwise."""
+    readable, _, _ = select.select([sock], [], [], seconds)
+    return recv(sock) if readable else None

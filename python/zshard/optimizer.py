@@ -12,7 +12,9 @@ import contextlib
 import mmap
 import os
 import socket as _socket
+import logging
 import threading
+import time
 from typing import (Any, Callable, Deque, Dict, Iterator, List, Optional,
                     Tuple, Union)
 
@@ -31,6 +33,11 @@ _BY_NAME = {"fp32": torch.float32, "bf16": torch.bfloat16,
 
 # A buffer's tensor of `n` elements of a dtype, over one mapping.
 _ViewFactory = Callable[[torch.dtype, int], torch.Tensor]
+
+
+# A trainer waiting in begin_step logs why this often (seconds).
+WAIT_LOG_S = 10.0
+_log = logging.getLogger("zshard")
 
 
 def _mapped(fd: int, nbytes: int) -> mmap.mmap:
@@ -66,6 +73,9 @@ def _expect(sock: _socket.socket, want: str, answering: str,
     """
     body, fds = _protocol.recv(sock)
     close_fds(fds)
+    while body.get("type") == "waiting":  # news for begin_step, not this
+        body, fds = _protocol.recv(sock)
+        close_fds(fds)
     if body.get("type") == "error":
         raise ZshardError(body.get("message", refused))
     if body.get("type") != want:
@@ -162,6 +172,7 @@ class DistributedOptimizer:
         self._maps: List[Union[mmap.mmap, _cuda_ipc.DeviceBuffer]] = []
         self._grads: List[torch.Tensor] = []
         self._info: Optional[StepInfo] = None
+        self._waiting = ""  # why the daemon is not stepping, as it said
         self._overlap = bool(overlap_grad_reduce)
         self._sync = True
         self._send_lock = threading.Lock()
@@ -212,10 +223,20 @@ class DistributedOptimizer:
 
     def _next_step(self, sock: _socket.socket) -> Optional[StepInfo]:
         """begin_step's wait for the daemon's next step."""
+        since = time.monotonic()
         while True:
-            body, fds = _protocol.recv(sock)
+            got = _protocol.recv_waiting(sock, WAIT_LOG_S)
+            if got is None:  # nothing for a while: say why, as the daemon
+                _log.warning(  # last heard it from the coordinator
+                    "zshard: begin_step has waited %.0f s for its step: %s",
+                    time.monotonic() - since,
+                    self._waiting or "the daemon has not said why yet")
+                continue
+            body, fds = got
             kind = body.get("type")
-            if kind == "init":
+            if kind == "waiting":
+                self._waiting = str(body.get("reason", ""))
+            elif kind == "init":
                 self._write_initial(body, fds)
             elif kind == "layout":
                 self._map_layout(body, fds)

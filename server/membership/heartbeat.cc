@@ -21,6 +21,8 @@ void Membership::StageFactsLocked() {
   f.finished = job_.finished();
   f.committed_broken = health_.committed_broken;
   f.failure_reason = job_.failure_reason();
+  f.unviable = world_.last_unviable();
+  f.committed_world = committed.world;
   // A draining member is told to go once it holds no rank any more.
   for (const std::string& id : members_.draining()) {
     const Member* m = members_.Find(id);
@@ -88,6 +90,13 @@ absl::StatusOr<HeartbeatReply> Membership::Heartbeat(
     reply.command = Command::kDrain;
   } else if (facts->committed_broken && lease->rank.load() >= 0) {
     reply.command = Command::kAbort;
+  }
+  if (!facts->unviable.empty()) {
+    reply.waiting = absl::StrCat("no world can form: ", facts->unviable);
+  } else if (lease->rank.load() < 0 && facts->committed_world > 0) {
+    reply.waiting = absl::StrCat(
+        "a spare: the world of ", facts->committed_world,
+        " ranks is full; it takes a rank when one is lost or the world grows");
   }
   return reply;
 }

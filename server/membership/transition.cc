@@ -82,7 +82,10 @@ void Membership::ReconcileLocked() {
   }
   if (w == 0) {
     const std::string why = world_.Unviable(healthy);
-    if (world_.NoteUnviable(why)) EventLocked("waiting", why);
+    if (world_.NoteUnviable(why)) {
+      EventLocked("waiting", why);
+      StageFactsLocked();  // waiting members are told why
+    }
     return;
   }
   world_.Clear();

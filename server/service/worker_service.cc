@@ -121,6 +121,7 @@ grpc::Status WorkerServiceImpl::AnswerHeartbeat(const v1::HeartbeatRequest& req,
   resp->set_command(ToProto(r->command));
   resp->set_job_failed(r->job_failed);
   resp->set_exit_reason(r->exit_reason);
+  resp->set_waiting(r->waiting);
   return scope.Finish(grpc::Status::OK);
 }
 

@@ -129,6 +129,9 @@ struct HeartbeatReply {
   // With kExit: the job failed (e.g. state lost with no checkpoint).
   bool job_failed = false;
   std::string exit_reason;
+  // Why the member is not stepping (no world can form, or a spare); empty
+  // while it holds a rank.
+  std::string waiting;
 };
 
 struct JoinReply {

@@ -43,6 +43,7 @@ class IdleRunner : public Runner {
   void Abort() override;
   absl::Status failure() const override;
   void OnJobEnd(bool, const std::string&) override {}
+  void OnWaiting(const std::string&) override {}
 
   // Starts stepping from `step` (the last completed step; the next step is
   // step + 1). Called when an epoch becomes ACTIVE.

@@ -177,6 +177,9 @@ class Runner {
   // The coordinator ended the job: every rank finished its steps, or
   // (`failed`) it cannot go on, for `reason`. Spares hear it too.
   virtual void OnJobEnd(bool failed, const std::string& reason) = 0;
+  // Each heartbeat: why this worker is not stepping, in the coordinator's
+  // words (no world can form, a spare), or empty.
+  virtual void OnWaiting(const std::string& why) = 0;
 };
 
 }  // namespace zshard::worker

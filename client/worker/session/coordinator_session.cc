@@ -440,6 +440,7 @@ void CoordinatorSession::HeartbeatLoop() {
       if (response.command() == v1::COMMAND_DRAIN) {
         return End(SessionOutcome::kDrained, "drained by the coordinator");
       }
+      runner_->OnWaiting(response.waiting());
       // A reply computed before this worker applied a newer commit would
       // abort the new epoch's moves: only the epoch in force is aborted.
       if (response.command() == v1::COMMAND_ABORT &&

@@ -245,6 +245,10 @@ void TrainRunner::OnJobEnd(bool failed, const std::string& reason) {
   if (hub_ != nullptr) hub_->SendDone(failed, reason);
 }
 
+void TrainRunner::OnWaiting(const std::string& why) {
+  if (hub_ != nullptr) hub_->SetWaiting(why);
+}
+
 absl::Status TrainRunner::failure() const {
   absl::MutexLock lock(&mu_);
   return failure_;

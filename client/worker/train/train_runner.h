@@ -93,6 +93,8 @@ class TrainRunner : public Runner {
   absl::Status failure() const override;
   // Tells the trainer (a spare's too) that the job ended.
   void OnJobEnd(bool failed, const std::string& reason) override;
+  // Passed to the trainer (TrainerHub::SetWaiting).
+  void OnWaiting(const std::string& why) override;
 
   // The epoch whose engine steps (0: none yet) and this worker's rank in it
   // (-1: none). For tests and logs.

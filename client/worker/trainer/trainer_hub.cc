@@ -243,6 +243,7 @@ void TrainerHub::Admit(device::OwnedFd conn) {
     conn_ = std::move(conn);
     trainer_pid_ = pid;
     attached_model_ = hello->body["model"].dump();
+    sent_waiting_.clear();
     sent_generation_ = -1;
     count = ++attach_count_;
   }
@@ -499,6 +500,26 @@ void TrainerHub::SendResult(const TrainerStepResult& r) {
   // A failed step has no world loss or norm: the world never agreed on one.
   if (r.failed) body["grad_norm"] = nullptr;
   (void)SendMessage(fd, body, {}, options_.io_timeout_ms);
+}
+
+void TrainerHub::SetWaiting(const std::string& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    waiting_ = why;
+    if (conn_.get() < 0 || waiting_ == sent_waiting_) return;
+  }
+  // A step's exchange holds the connection: the daemon is not waiting.
+  if (!io_mu_.TryLock()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    if (conn_.get() >= 0 && waiting_ != sent_waiting_ &&
+        SendMessage(conn_.get(), {{"type", "waiting"}, {"reason", waiting_}},
+                    {}, options_.io_timeout_ms)
+            .ok()) {
+      sent_waiting_ = waiting_;
+    }
+  }
+  io_mu_.Unlock();
 }
 
 void TrainerHub::SendDone(bool failed, const std::string& reason) {

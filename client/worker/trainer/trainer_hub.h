@@ -118,6 +118,12 @@ class TrainerHub {
   // it has gone: the next RunBackward notices).
   void SendResult(const TrainerStepResult& result);
 
+  // Why the daemon is not stepping (the coordinator's words; empty: it
+  // is). A change is sent to the attached trainer between its steps
+  // ({"type": "waiting", "reason": ...}; skipped while a step's exchange
+  // holds the connection), and the current reason to each new trainer.
+  void SetWaiting(const std::string& why);
+
   // Tells the attached trainer that the job's steps are done.
   void SendDone(bool failed = false, const std::string& reason = "");
 
@@ -170,6 +176,9 @@ class TrainerHub {
   // Generation of the last layout this trainer got; -1: none.
   int64_t sent_generation_ ABSL_GUARDED_BY(mu_) = -1;
   int64_t attach_count_ ABSL_GUARDED_BY(mu_) = 0;
+  // SetWaiting's reason, and the one the attached trainer was sent.
+  std::string waiting_ ABSL_GUARDED_BY(mu_);
+  std::string sent_waiting_ ABSL_GUARDED_BY(mu_);
   // What hellos are checked against (options_'s until AdoptJob).
   std::string job_name_ ABSL_GUARDED_BY(mu_);
   plan::ModelSpec model_ ABSL_GUARDED_BY(mu_);

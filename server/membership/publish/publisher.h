@@ -38,6 +38,10 @@ struct HeartbeatFacts {
   bool finished = false;
   bool committed_broken = false;
   std::string failure_reason;
+  // Why no world can form now (empty when one can), and the committed
+  // world's size: what a waiting member is told.
+  std::string unviable;
+  int committed_world = 0;
 };
 
 struct PublisherOptions {

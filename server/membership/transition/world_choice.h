@@ -32,6 +32,8 @@ class WorldChoice {
   // the reason recorded last (worth an event). Clear() when one can.
   bool NoteUnviable(const std::string& why);
   void Clear() { last_unviable_.clear(); }
+  // The reason NoteUnviable recorded last (empty after Clear).
+  const std::string& last_unviable() const { return last_unviable_; }
 
  private:
   const job::JobSpec* const spec_;

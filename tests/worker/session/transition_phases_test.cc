@@ -39,6 +39,7 @@ class FakeRunner : public Runner {
   void Abort() override {}
   absl::Status failure() const override { return absl::OkStatus(); }
   void OnJobEnd(bool, const std::string&) override {}
+  void OnWaiting(const std::string&) override {}
   int64_t step() const override { return step_; }
   bool active() const override { return active_; }
   bool done() const override { return false; }
