@@ -92,6 +92,14 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   if (!options.tls_client_ca_pem.empty() && options.tls_cert_pem.empty()) {
     return absl::InvalidArgumentError("tls client ca needs tls cert and key");
   }
+  if (spec.parallel.model_parallel()) {
+    // Planned (the job spec, the plan and its ledger) but not run yet.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job '", spec.name, "' is model-parallel (tensor ",
+        spec.parallel.tensor, ", pipeline ", spec.parallel.pipeline,
+        ", context ", spec.parallel.context,
+        "): the coordinator does not run model-parallel jobs yet"));
+  }
   if (!spec.checkpoint.dir.empty()) {
     // Refused here, where an operator sees it, rather than as a warning in
     // every worker's log at each checkpoint interval.

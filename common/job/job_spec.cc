@@ -1,10 +1,12 @@
 // Job spec parsing, validation and serialisation.
 #include "common/job/job_spec.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/job/job_parallel.h"
 #include "common/job/job_spec_fields.h"
 #include "common/job/json_fields.h"
 #include "common/job/workload_kind.h"
@@ -37,10 +39,21 @@ absl::Status ParseModel(const nlohmann::json& j, JobSpec& spec) {
   if (!j.is_object()) {
     return absl::InvalidArgumentError("model must be an object");
   }
-  bool has_preset = j.contains("preset");
-  if (has_preset == j.contains("params")) {
+  const bool has_preset = j.contains("preset");
+  const int forms = (has_preset ? 1 : 0) + (j.contains("params") ? 1 : 0) +
+                    (j.contains("slots") ? 1 : 0);
+  if (forms != 1) {
     return absl::InvalidArgumentError(
-        "model must have exactly one of 'preset' and 'params'");
+        "model must have exactly one of 'preset', 'params' and 'slots'");
+  }
+  if (j.contains("slots")) {
+    for (const auto& item : j.items()) {
+      if (item.key() != "slots") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("unknown field model.", item.key()));
+      }
+    }
+    return ParseModelSlots(j["slots"], spec);
   }
   if (has_preset) {
     ZSHARD_ASSIGN_OR_RETURN(JsonFields f, JsonFields::Open(j, "model"));
@@ -53,7 +66,13 @@ absl::Status ParseModel(const nlohmann::json& j, JobSpec& spec) {
           "' is unknown; known: ", absl::StrJoin(plan::PresetNames(), ", ")));
     }
     spec.model = *std::move(model);
+    if (spec.parallel.model_parallel()) return SplitPresetSlots(spec);
     return absl::OkStatus();
+  }
+  if (spec.parallel.model_parallel()) {
+    return absl::InvalidArgumentError(
+        "parallel above 1 needs model.slots (one spec per slot) or a "
+        "model.preset, not model.params");
   }
   auto model = plan::ModelSpecFromJson(j);
   if (!model.ok()) {
@@ -62,6 +81,12 @@ absl::Status ParseModel(const nlohmann::json& j, JobSpec& spec) {
   }
   spec.model = *std::move(model);
   return absl::OkStatus();
+}
+
+absl::Status ParseParallel(const nlohmann::json& j, JobSpec& spec) {
+  ZSHARD_ASSIGN_OR_RETURN(JsonFields f, JsonFields::Open(j, "parallel"));
+  ZSHARD_RETURN_IF_ERROR(ReadJobSpecFields(f, spec));
+  return f.CheckNoUnknown();
 }
 
 absl::Status ParseLayout(const nlohmann::json& j, JobSpec& spec) {
@@ -160,6 +185,9 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& j) {
   ZSHARD_ASSIGN_OR_RETURN(JsonFields f, JsonFields::Open(j, ""));
   ZSHARD_RETURN_IF_ERROR(ReadJobSpecFields(f, spec, /*through=*/"name"));
   ZSHARD_RETURN_IF_ERROR(CheckJobName(spec.name));
+  // parallel before the model: it says how the model is given.
+  ZSHARD_ASSIGN_OR_RETURN(const nlohmann::json* parallel, f.Object("parallel"));
+  ZSHARD_RETURN_IF_ERROR(ParseParallel(*parallel, spec));
   f.Object("model").IgnoreError();  // marks the key; parsed below
   const bool has_model = f.Has("model");
   if (has_model) ZSHARD_RETURN_IF_ERROR(ParseModel(j["model"], spec));
@@ -169,6 +197,7 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& j) {
   ZSHARD_RETURN_IF_ERROR(ParseOptimizer(*opt, spec));
   ZSHARD_ASSIGN_OR_RETURN(const nlohmann::json* world, f.Object("world"));
   ZSHARD_RETURN_IF_ERROR(ParseWorld(*world, spec));
+  ZSHARD_RETURN_IF_ERROR(CheckParallelJobWorld(spec));
   // The lease fields: the heartbeat and the transition fields take their
   // ranges and defaults from lease_timeout_ms (see their rows).
   ZSHARD_RETURN_IF_ERROR(ReadJobSpecFields(f, spec));
@@ -182,11 +211,20 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& j) {
         "model is missing (only a job of workload 'trainer' may leave it "
         "out: it then takes its first trainer's model)");
   }
+  if (!has_model && spec.parallel.model_parallel()) {
+    return absl::InvalidArgumentError(
+        "model is missing (a model-parallel job needs model.slots or a "
+        "model.preset)");
+  }
   if (has_model) {
-    ZSHARD_RETURN_IF_ERROR(CheckWorkloadModel(spec.workload.kind, spec.model));
+    for (const plan::ModelSpec& model : JobParallelModel(spec).slots) {
+      ZSHARD_RETURN_IF_ERROR(CheckWorkloadModel(spec.workload.kind, model));
+    }
   }
 
-  int max_d = spec.world.max / spec.world.instances;
+  // D at world.max: of the data-parallel size R x C in a model-parallel
+  // job (world.max when T = P = 1).
+  int max_d = spec.world.max / spec.parallel.slots() / spec.world.instances;
   if (max_d % spec.layout.expert_parallel != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "layout.expert_parallel (", spec.layout.expert_parallel,
@@ -205,14 +243,18 @@ absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view json_text) {
   return JobSpecFromJson(j);
 }
 
-bool HasModel(const JobSpec& spec) { return !spec.model.params.empty(); }
+bool HasModel(const JobSpec& spec) {
+  return !spec.model.params.empty() || !spec.slots.empty();
+}
 
 std::string JobSpecToJson(const JobSpec& spec) {
   nlohmann::json j = nlohmann::json::object();
   // The scalar fields, less those left out at their defaults so that older
   // job files keep their serialisation (and hash): see the rows' omitted.
   WriteJobSpecFields(spec, j);
-  if (spec.model_preset.empty() && HasModel(spec)) {
+  if (spec.model_preset.empty() && !spec.slots.empty()) {
+    j["model"] = ModelSlotsToJson(spec);
+  } else if (spec.model_preset.empty() && HasModel(spec)) {
     j["model"] = nlohmann::json::parse(plan::ModelSpecToJson(spec.model),
                                        nullptr, false);
   }
@@ -253,6 +295,34 @@ plan::PlanOptions JobPlanOptions(const JobSpec& spec, int world) {
   options.instances = InstancesOf(spec.world, world);
   options.layout = spec.layout;
   options.layout.max_world = spec.world.max;
+  return options;
+}
+
+plan::ParallelModel JobParallelModel(const JobSpec& spec) {
+  plan::ParallelModel model;
+  model.sizes = spec.parallel;
+  if (spec.parallel.model_parallel()) {
+    model.slots = spec.slots;
+  } else {
+    model.slots = {spec.model};
+  }
+  return model;
+}
+
+plan::ParallelPlanOptions JobParallelPlanOptions(const JobSpec& spec,
+                                                 int world) {
+  const int mp = spec.parallel.slots();
+  const int dp = world / mp;
+  plan::ParallelPlanOptions options;
+  options.world = world;
+  if (spec.world.resize == ResizePolicy::kKeepI) {
+    options.instances = spec.world.instances;
+  } else {
+    const int d = spec.world.max / mp / std::max(spec.world.instances, 1);
+    options.instances = d > 0 && dp % d == 0 ? dp / d : 0;
+  }
+  options.layout = spec.layout;
+  options.layout.max_world = spec.world.max / mp;
   return options;
 }
 

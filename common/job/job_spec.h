@@ -11,11 +11,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/job/lr_schedule.h"
 #include "common/plan/model_spec.h"
+#include "common/plan/parallel_plan.h"
 #include "common/plan/plan.h"
 #include "nlohmann/json_fwd.hpp"
 
@@ -118,8 +120,17 @@ struct JobSpec {
   std::string name;          // of [A-Za-z0-9._-]
   std::string model_preset;  // the preset name, or empty for inline params
   // Resolved (preset or inline); no params when a trainer job left the
-  // model out and has not taken its first trainer's yet (HasModel).
+  // model out and has not taken its first trainer's yet (HasModel), and
+  // none in a model-parallel job (its params are in slots).
   plan::ModelSpec model;
+  // Tensor, pipeline and context parallel sizes (docs/design.md section
+  // 13). Any of them above 1 makes a model-parallel job: its model is
+  // `slots`, and world.max and world.min are multiples of T x P x C.
+  plan::ParallelSizes parallel;
+  // A model-parallel job's model: one spec per slot (tp, pp), indexed by
+  // plan::SlotIndex (tp + T x pp), from model.slots or a model.preset split
+  // by plan::PresetParallelModel. Empty otherwise.
+  std::vector<plan::ModelSpec> slots;
   // bucket_size 0 (the default) means max(40,000,000, 1,000,000 * max
   // world); layout.max_world is set to world.max.
   plan::LayoutOptions layout;
@@ -154,12 +165,16 @@ struct JobSpec {
 // Parses and validates a job spec from JSON text. InvalidArgument with one
 // line naming the field on any problem (wrong type or range, min > max,
 // instances not dividing max, unknown preset or workload, unknown field, a
-// model the workload cannot run: see CheckWorkloadModel).
+// model the workload cannot run: see CheckWorkloadModel; for a
+// model-parallel job: a slot missing, duplicated or out of range, slots
+// without parallel or parallel without slots, world.max or world.min not a
+// multiple of T x P x C, instances not dividing R x C at world.max).
 absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view json_text);
 // The same from an already parsed value.
 absl::StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& j);
-// Whether the job has its model: a job of workload 'trainer' may leave it
-// out and take its first trainer's (the coordinator then fills it in).
+// Whether the job has its model (params, or slots): a job of workload
+// 'trainer' may leave it out and take its first trainer's (the coordinator
+// then fills it in).
 bool HasModel(const JobSpec& spec);
 // Serialises to the JSON form ParseJobSpec reads (a preset stays a preset,
 // a model not yet known is left out).
@@ -169,5 +184,18 @@ std::string JobSpecToJson(const JobSpec& spec);
 // count from the resize policy (InstancesOf), bucket size fixed by the
 // job's max world. The coordinator and every worker derive plans here.
 plan::PlanOptions JobPlanOptions(const JobSpec& spec, int world);
+
+// The job's model as slots: a model-parallel job's slots, or one slot
+// holding spec.model. Requires HasModel(spec).
+plan::ParallelModel JobParallelModel(const JobSpec& spec);
+
+// Model-parallel plan options for a world of `world` workers: the instance
+// count of its data-parallel size R x C = world / (T x P) under the resize
+// policy (keep_i: world.instances; keep_d: R x C / D with D = (R x C at
+// world.max) / world.instances; 0 when D does not divide it), and the
+// layout with max_world = R x C at world.max, which fixes the default
+// bucket size. With T = P = C = 1 it matches JobPlanOptions.
+plan::ParallelPlanOptions JobParallelPlanOptions(const JobSpec& spec,
+                                                 int world);
 
 }  // namespace zshard::job

@@ -179,6 +179,11 @@ void ResizeFromInstances(const JobSpec& spec, FieldRule& rule) {
 // serialisation (and hash).
 bool ModelIsInline(const JobSpec& spec) { return spec.model_preset.empty(); }
 
+template <int plan::ParallelSizes::*M>
+bool ParallelIsOne(const JobSpec& spec) {
+  return spec.parallel.*M == 1;
+}
+
 bool ScheduleIsPlain(const JobSpec& spec) {
   const LrSchedule& s = spec.optimizer.lr_schedule;
   return s.kind == LrScheduleKind::kConstant && s.warmup_steps == 0;
@@ -193,6 +198,8 @@ bool TrainerTimeoutUnused(const JobSpec& spec) {
          spec.workload.trainer_timeout_ms ==
              DefaultSpec().workload.trainer_timeout_ms;
 }
+
+constexpr char kParallelOne[] = "Left out of the serialised spec when it is 1.";
 
 constexpr char kPlainSchedule[] =
     "Left out of the serialised spec, with the whole lr_schedule, when the "
@@ -214,14 +221,34 @@ const std::vector<JobSpecField>& Table() {
       String<&JobSpec::model_preset>(
           "model.preset", 128,
           "A built-in model by name (gpt2-small, for example). The model is "
-          "either {\"preset\": NAME} or an inline {\"params\": [...]}, "
-          "exactly one of the two. A job of workload 'trainer' may leave the "
+          "either {\"preset\": NAME} or an inline {\"params\": [...]} "
+          "({\"slots\": [...]} in a model-parallel job), exactly one. A job of "
+          "workload 'trainer' may leave the "
           "model out: it takes the model of the first trainer that attaches "
           "to a worker (stored with the job), and every later trainer must "
           "match it.")
-          .Required("required, or model.params (optional for a trainer job)")
+          .Required("required, or model.params or model.slots (optional for "
+                    "a trainer job)")
           .Omit(&ModelIsInline,
                 "An inline model is written as its params instead."),
+      Int<&JobSpec::parallel, &plan::ParallelSizes::tensor>(
+          "parallel.tensor", 1, kMaxWorld,
+          "Tensor-parallel size T. With any of tensor, pipeline and context "
+          "above 1 the job is model-parallel: its model is model.slots, one "
+          "{\"tp\", \"pp\", \"params\"} entry per slot (T x P of them), "
+          "or a Llama-family model.preset split as Megatron splits it; "
+          "world.max and world.min must be multiples of T x P x C and "
+          "world.instances must divide R x C = world.max / (T x P).")
+          .Omit(&ParallelIsOne<&plan::ParallelSizes::tensor>, kParallelOne),
+      Int<&JobSpec::parallel, &plan::ParallelSizes::pipeline>(
+          "parallel.pipeline", 1, kMaxWorld,
+          "Pipeline-parallel size P: the model's layers in P stages.")
+          .Omit(&ParallelIsOne<&plan::ParallelSizes::pipeline>, kParallelOne),
+      Int<&JobSpec::parallel, &plan::ParallelSizes::context>(
+          "parallel.context", 1, kMaxWorld,
+          "Context-parallel size C: every slot's optimizer state is sharded "
+          "over R x C workers, its data-parallel domain.")
+          .Omit(&ParallelIsOne<&plan::ParallelSizes::context>, kParallelOne),
       Int<&JobSpec::layout, &LayoutOptions::bucket_size>(
           "layout.bucket_size", 0, int64_t{1} << 40,
           "Bucket size in elements. 0 means max(40,000,000, 1,000,000 x "

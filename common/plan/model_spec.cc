@@ -102,7 +102,8 @@ absl::StatusOr<ParamSpec> ReadParam(const nlohmann::json& p, size_t index) {
   for (const auto& item : p.items()) {
     const std::string& key = item.key();
     if (key != "name" && key != "shape" && key != "dtype" && key != "expert" &&
-        key != "shared_embedding" && key != "no_weight_decay") {
+        key != "shared_embedding" && key != "no_weight_decay" &&
+        key != "tp_replicated") {
       return SpecError(absl::StrCat(who, " has unknown field ", Quote(key)));
     }
   }
@@ -125,6 +126,8 @@ absl::StatusOr<ParamSpec> ReadParam(const nlohmann::json& p, size_t index) {
                           ReadFlag(p, "shared_embedding", who));
   ZSHARD_ASSIGN_OR_RETURN(param.no_weight_decay,
                           ReadFlag(p, "no_weight_decay", who));
+  ZSHARD_ASSIGN_OR_RETURN(param.tp_replicated,
+                          ReadFlag(p, "tp_replicated", who));
   return param;
 }
 
@@ -263,6 +266,7 @@ std::string ModelSpecToJson(const ModelSpec& spec) {
     if (p.expert) jp["expert"] = true;
     if (p.shared_embedding) jp["shared_embedding"] = true;
     if (p.no_weight_decay) jp["no_weight_decay"] = true;
+    if (p.tp_replicated) jp["tp_replicated"] = true;
     params.push_back(std::move(jp));
   }
   nlohmann::ordered_json j;

@@ -26,6 +26,10 @@ struct ParamSpec {
   bool expert = false;            // sharded over the expert shard group
   bool shared_embedding = false;  // always gets a bucket of its own
   bool no_weight_decay = false;   // AdamW skips decoupled weight decay
+  // Replicated across the tensor-parallel ranks of a model-parallel slot
+  // (LayerNorm weights, biases of row-parallel layers): the global grad
+  // norm counts it once, on tensor-parallel rank 0, as Megatron does.
+  bool tp_replicated = false;
 
   // Product of the shape (validated not to overflow at parse time).
   int64_t numel() const;
@@ -41,7 +45,7 @@ struct ModelSpec {
 
 // Parses and validates a model spec from JSON text:
 // {"name": "...", "params": [{"name", "shape", "dtype", "expert",
-//  "shared_embedding", "no_weight_decay"}, ...]}.
+//  "shared_embedding", "no_weight_decay", "tp_replicated"}, ...]}.
 // InvalidArgument with one line naming the param and field on any problem.
 absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view json_text);
 // The same from an already parsed JSON value (e.g. inside a job spec).
@@ -50,7 +54,8 @@ absl::StatusOr<ModelSpec> ModelSpecFromJson(const nlohmann::json& j);
 // least one param, non-empty unique names, non-empty shapes of dimensions
 // >= 1, element counts (per param and in total) that fit in int64.
 absl::Status ValidateModelSpec(const ModelSpec& spec);
-// Serialises back to the JSON form ParseModelSpec reads.
+// Serialises back to the JSON form ParseModelSpec reads; a flag that is
+// false is left out.
 std::string ModelSpecToJson(const ModelSpec& spec);
 
 }  // namespace zshard::plan

@@ -45,7 +45,7 @@ std::string PlanHash(const ModelSpec& model, const PlanOptions& options) {
     for (int64_t d : p.shape) h.Int(d);
     h.Int(static_cast<int>(p.dtype));
     h.Int((p.expert ? 1 : 0) | (p.shared_embedding ? 2 : 0) |
-          (p.no_weight_decay ? 4 : 0));
+          (p.no_weight_decay ? 4 : 0) | (p.tp_replicated ? 8 : 0));
   }
   return absl::StrFormat("%016x", h.digest());
 }

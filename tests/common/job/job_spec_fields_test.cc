@@ -187,10 +187,11 @@ TEST(JobSpecFieldsTest, EveryRowIsSerialisedOrSaysWhenItIsLeftOut) {
   }
   // Set away from their defaults, the fields left out above are written.
   absl::StatusOr<JobSpec> full = ParseJobSpec(R"({"name": "j",
-      "model": {"preset": "gpt2-small"},
+      "model": {"preset": "llama2-7b"},
+      "parallel": {"tensor": 2, "pipeline": 2, "context": 2},
       "optimizer": {"lr_schedule": {"kind": "cosine", "warmup_steps": 2,
                                     "decay_steps": 10, "min_lr": 0.0001}},
-      "world": {"resize": "keep_i"},
+      "world": {"resize": "keep_i", "min": 8, "max": 8},
       "workload": {"kind": "trainer"}})");
   ASSERT_TRUE(full.ok()) << full.status();
   const nlohmann::json all = nlohmann::json::parse(JobSpecToJson(*full));

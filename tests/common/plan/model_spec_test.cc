@@ -45,6 +45,32 @@ TEST(ModelSpecTest, RoundTripsThroughJson) {
   EXPECT_TRUE(again->params[0].no_weight_decay);
 }
 
+TEST(ModelSpecTest, TpReplicatedParsesRoundTripsAndIsLeftOutWhenFalse) {
+  constexpr char kOld[] =
+      R"({"name":"m","params":[{"name":"a","shape":[4],"dtype":"bf16"}]})";
+  absl::StatusOr<ModelSpec> old = ParseModelSpec(kOld);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_FALSE(old->params[0].tp_replicated);
+  EXPECT_EQ(ModelSpecToJson(*old), kOld);  // byte for byte as before
+
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(
+      R"({"name": "m", "params": [{"name": "ln", "shape": [4],
+          "tp_replicated": true}]})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->params[0].tp_replicated);
+  const std::string json = ModelSpecToJson(*spec);
+  EXPECT_THAT(json, HasSubstr("\"tp_replicated\":true"));
+  absl::StatusOr<ModelSpec> again = ParseModelSpec(json);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->params[0].tp_replicated);
+
+  absl::StatusOr<ModelSpec> bad = ParseModelSpec(
+      R"({"params": [{"name": "ln", "shape": [4], "tp_replicated": 1}]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("param 'ln' field 'tp_replicated' is not a boolean"));
+}
+
 TEST(ModelSpecTest, DTypeHelpers) {
   for (DType d : {DType::kBf16, DType::kFp16, DType::kFp32}) {
     absl::StatusOr<DType> parsed = ParseDType(DTypeName(d));

@@ -103,6 +103,19 @@ TEST(TlsOptionsTest, CertWithoutKeyIsRefused) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(CoordinatorStartTest, AModelParallelJobIsRefusedInOneLine) {
+  job::JobSpec spec = testing::TestJob();
+  spec.parallel.tensor = 2;
+  absl::StatusOr<std::unique_ptr<Coordinator>> c =
+      Coordinator::Start(spec, CoordinatorOptions());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.status().message(),
+            "job '" + spec.name +
+                "' is model-parallel (tensor 2, pipeline 1, context 1): the "
+                "coordinator does not run model-parallel jobs yet");
+}
+
 TEST(CoordinatorStartTest, UnusableStateDirFailsCleanly) {
   CoordinatorOptions o;
   o.state_dir = "/proc/zshard-no-such/dir";
