@@ -13,13 +13,12 @@
 #include "absl/strings/str_format.h"
 #include "common/checkpoint/atomic_file.h"
 #include "common/checkpoint/rank_file_format.h"
+#include "common/checkpoint/rank_file_verify.h"
 #include "common/plan/plan_hash.h"
 #include "common/status.h"
 
 namespace zshard::checkpoint {
 namespace {
-
-constexpr size_t kBlockBytes = size_t{1} << 20;
 
 absl::Status Corrupt(const std::string& path, absl::string_view why) {
   return absl::DataLossError(absl::StrCat("checkpoint file ", path, ": ", why));
@@ -49,57 +48,19 @@ absl::StatusOr<RankFileContents> ReadRankFileContents(const std::string& path) {
         "checkpoint file ", path, " cannot be read: ", std::strerror(error)));
   }
   const int64_t size = static_cast<int64_t>(in.tellg());
-  if (size < format::kHeaderBytes + format::kTrailerBytes) {
-    return Corrupt(path, absl::StrCat("truncated (", size, " bytes)"));
-  }
-  const int64_t body = size - format::kTrailerBytes;
-  plan::Fnv1a64 hash;
-  std::vector<char> block(kBlockBytes);
-  in.seekg(0);
-  for (int64_t left = body; left > 0;) {
-    const size_t n = static_cast<size_t>(
-        std::min<int64_t>(left, static_cast<int64_t>(kBlockBytes)));
-    if (!in.read(block.data(), static_cast<std::streamsize>(n))) {
-      return Corrupt(path, "short read");
-    }
-    hash.Bytes(block.data(), n);
-    left -= static_cast<int64_t>(n);
-  }
-  uint64_t trailer = 0;
-  if (!in.read(reinterpret_cast<char*>(&trailer), sizeof(trailer)) ||
-      trailer != hash.digest()) {
-    return Corrupt(path, "checksum mismatch (truncated or corrupt)");
-  }
-
-  char head[format::kHeaderBytes];
-  format::Header header;
-  if (!ReadAt(in, head, sizeof(head), 0) ||
-      !format::DecodeHeader(head, header)) {
-    return Corrupt(path, "not a rank checkpoint file (bad magic)");
-  }
-  if (header.version != format::kVersion) {
-    return Corrupt(path, absl::StrCat("unknown version ", header.version));
-  }
-  const int64_t table_end =
-      format::kHeaderBytes + format::kRangeBytes * int64_t{header.ranges};
-  if (table_end > body) return Corrupt(path, "range table past the end");
-  std::vector<char> table(
-      static_cast<size_t>(table_end - format::kHeaderBytes));
-  if (!ReadAt(in, table.data(), table.size(), format::kHeaderBytes)) {
-    return Corrupt(path, "short read of the range table");
-  }
+  ZSHARD_ASSIGN_OR_RETURN(VerifiedRankFile verified,
+                          VerifyRankFile(
+                              [&in](char* out, size_t n, int64_t offset) {
+                                return ReadAt(in, out, n, offset);
+                              },
+                              size, path));
+  const format::Header& header = verified.header;
   RankFileContents out;
   out.step = header.step;
   out.adam_step = header.adam_step;
   out.rank = header.rank;
-  for (uint32_t i = 0; i < header.ranges; ++i) {
-    const format::RangeRecord r =
-        format::DecodeRange(table.data() + i * format::kRangeBytes);
-    if (r.param_index < 0 || r.expert_rank < 0 || r.begin < 0 ||
-        r.end <= r.begin || r.offset < table_end ||
-        (r.end - r.begin) > (body - r.offset) / format::kBytesPerElement) {
-      return Corrupt(path, absl::StrCat("range ", i, " is malformed"));
-    }
+  for (size_t i = 0; i < verified.ranges.size(); ++i) {
+    const format::RangeRecord& r = verified.ranges[i];
     RankFileRange range;
     range.param_index = r.param_index;
     range.expert_rank = r.expert_rank;

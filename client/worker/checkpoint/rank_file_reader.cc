@@ -13,12 +13,11 @@
 #include "absl/strings/str_cat.h"
 #include "client/worker/checkpoint/checkpoint_file.h"
 #include "common/checkpoint/rank_file_format.h"
-#include "common/plan/plan_hash.h"
+#include "common/checkpoint/rank_file_verify.h"
+#include "common/status.h"
 
 namespace zshard::checkpoint {
 namespace {
-
-constexpr size_t kBlockBytes = size_t{1} << 20;
 
 // Reads exactly `size` bytes at `offset`; false on a short read or error.
 bool ReadAt(int fd, void* out, size_t size, int64_t offset) {
@@ -32,10 +31,6 @@ bool ReadAt(int fd, void* out, size_t size, int64_t offset) {
     offset += n;
   }
   return true;
-}
-
-absl::Status Corrupt(const std::string& path, const std::string& why) {
-  return absl::DataLossError(absl::StrCat("checkpoint file ", path, ": ", why));
 }
 
 }  // namespace
@@ -61,60 +56,18 @@ absl::StatusOr<RankFileReader> RankFileReader::Open(const std::string& path) {
     return absl::InternalError(absl::StrCat(
         "checkpoint file ", path, " cannot be read: ", std::strerror(errno)));
   }
-  const int64_t size = st.st_size;
-  if (size < format::kHeaderBytes + format::kTrailerBytes) {
-    return Corrupt(path, absl::StrCat("truncated (", size, " bytes)"));
-  }
-  // The checksum first: nothing in the file is trusted before it matches.
-  const int64_t body = size - format::kTrailerBytes;
-  plan::Fnv1a64 hash;
-  std::vector<char> block(kBlockBytes);
-  for (int64_t at = 0; at < body;) {
-    const size_t n = static_cast<size_t>(
-        std::min<int64_t>(body - at, static_cast<int64_t>(kBlockBytes)));
-    if (!ReadAt(fd, block.data(), n, at)) {
-      return Corrupt(path, absl::StrCat("short read at byte ", at));
-    }
-    hash.Bytes(block.data(), n);
-    at += static_cast<int64_t>(n);
-  }
-  uint64_t trailer = 0;
-  if (!ReadAt(fd, &trailer, sizeof(trailer), body)) {
-    return Corrupt(path, "short read of the checksum");
-  }
-  if (trailer != hash.digest()) {
-    return Corrupt(path, "checksum mismatch (truncated or corrupt)");
-  }
-
-  char head[format::kHeaderBytes];
-  format::Header header;
-  if (!ReadAt(fd, head, sizeof(head), 0) ||
-      !format::DecodeHeader(head, header)) {
-    return Corrupt(path, "not a rank checkpoint file (bad magic)");
-  }
-  if (header.version != format::kVersion) {
-    return Corrupt(path, absl::StrCat("unknown version ", header.version));
-  }
-  const int64_t table_end =
-      format::kHeaderBytes + format::kRangeBytes * int64_t{header.ranges};
-  if (table_end > body) return Corrupt(path, "range table past the end");
-  std::vector<char> table(
-      static_cast<size_t>(table_end - format::kHeaderBytes));
-  if (!ReadAt(fd, table.data(), table.size(), format::kHeaderBytes)) {
-    return Corrupt(path, "short read of the range table");
-  }
+  ZSHARD_ASSIGN_OR_RETURN(VerifiedRankFile verified,
+                          VerifyRankFile(
+                              [fd](char* out, size_t n, int64_t offset) {
+                                return ReadAt(fd, out, n, offset);
+                              },
+                              static_cast<int64_t>(st.st_size), path));
   RankFileReader reader;
-  for (uint32_t i = 0; i < header.ranges; ++i) {
-    const format::RangeRecord r =
-        format::DecodeRange(table.data() + i * format::kRangeBytes);
-    if (r.param_index < 0 || r.expert_rank < 0 || r.begin < 0 ||
-        r.end <= r.begin || r.offset < table_end ||
-        r.offset + (r.end - r.begin) * format::kBytesPerElement > body) {
-      return Corrupt(path, absl::StrCat("range ", i, " is malformed"));
-    }
+  for (const format::RangeRecord& r : verified.ranges) {
     reader.entries_.push_back(
         Entry{r.param_index, r.expert_rank, r.begin, r.end, r.offset});
   }
+  const format::Header& header = verified.header;
   reader.path_ = path;
   reader.file_ = std::move(file);
   reader.step_ = header.step;
