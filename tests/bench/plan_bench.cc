@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -41,6 +42,15 @@ struct Sample {
   double ranks_ms = 0;
   double total_ms() const { return plan_ms + ranks_ms; }
 };
+
+// The fastest sample and the median (by total time); `samples` not empty.
+std::pair<Sample, Sample> MinAndMedian(std::vector<Sample> samples) {
+  std::sort(samples.begin(), samples.end(),
+            [](const Sample& a, const Sample& b) {
+              return a.total_ms() < b.total_ms();
+            });
+  return {samples.front(), samples[samples.size() / 2]};
+}
 
 constexpr char kUsage[] =
     "usage: zshard-plan-bench [--preset NAME] [--world W] [--instances I] "
@@ -105,12 +115,7 @@ int RunParallel(const std::string& preset, int world, int instances,
     s.ranks_ms = Ms(t2 - t1);
     samples.push_back(s);
   }
-  std::sort(samples.begin(), samples.end(),
-            [](const Sample& a, const Sample& b) {
-              return a.total_ms() < b.total_ms();
-            });
-  const Sample& min = samples.front();
-  const Sample& median = samples[samples.size() / 2];
+  const auto [min, median] = MinAndMedian(samples);
   if (output == "json") {
     std::printf(
         "{\"preset\": \"%s\", \"world\": %d, \"instances\": %d, "
@@ -199,12 +204,7 @@ int main(int argc, char** argv) {
     s.ranks_ms = Ms(t2 - t1);
     samples.push_back(s);
   }
-  std::sort(samples.begin(), samples.end(),
-            [](const Sample& a, const Sample& b) {
-              return a.total_ms() < b.total_ms();
-            });
-  const Sample& min = samples.front();
-  const Sample& median = samples[samples.size() / 2];
+  const auto [min, median] = MinAndMedian(samples);
   if (output == "json") {
     std::printf(
         "{\"preset\": \"%s\", \"world\": %d, \"instances\": %d, "
