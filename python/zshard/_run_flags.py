@@ -24,7 +24,8 @@ STEPS_FLAGS = ("global_batch", "lr", "schedule", "warmup_steps", "min_lr",
                "weight_decay", "clip_grad_norm")
 # The flags that shape the job or the embedded coordinator: none of them
 # means anything to a node that joins with --coordinator.
-JOB_FLAGS = ("job", "steps", "world", "instances", "listen") + STEPS_FLAGS
+JOB_FLAGS = ("job", "steps", "world", "instances", "listen",
+             "init_from") + STEPS_FLAGS
 
 
 class Usage(Exception):
@@ -126,6 +127,11 @@ usage, a bad job or a missing binary, 130 SIGINT or SIGTERM.""")
                    help="this node's name: the daemons are NAME-w0.. and "
                    "carry the label node=NAME (default: the daemons are "
                    "w0..; with --coordinator, NAME is this host's name)")
+    p.add_argument("--init-from", default=None, metavar="FILE.pt",
+                   help="start the job from this torch.save file ({'model': "
+                   "state_dict, 'optimizer': AdamW state_dict}, or a "
+                   "state_dict): a job file with its model (zshard-"
+                   "coordinator --init-from)")
     p.add_argument("--state-dir", metavar="DIR",
                    help="the coordinator's store, the logs, processes.json "
                    "and the sockets, kept; a new one per run (default: a "

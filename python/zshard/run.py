@@ -214,7 +214,10 @@ class Launcher:
             "coordinator", [self.bins["zshard-coordinator"], "--job", path,
                             "--listen", self.args.listen or "127.0.0.1:0",
                             "--state-dir", self.run_dir.path("store"),
-                            "--metrics-listen", "127.0.0.1:0"],
+                            "--metrics-listen", "127.0.0.1:0",
+                            *(["--init-from",
+                               os.path.abspath(self.args.init_from)]
+                              if self.args.init_from else [])],
             self.console, self.run_dir.path("coordinator.log"),
             self._daemon_filter("coordinator"))
         deadline = time.monotonic() + 60

@@ -20,6 +20,7 @@ import unittest
 
 import torch
 
+import models
 import test_trainer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -182,6 +183,33 @@ class RunTest(unittest.TestCase):
         got = self.params(out)
         for name, value in want.items():
             self.assertTrue(torch.equal(got[name], value), name)
+
+    def test_a_job_starts_from_a_torch_file(self):
+        # --init-from: the trainers' first step runs on the file's params
+        # (its loss is theirs, not the fresh model's).
+        torch.manual_seed(7)
+        start = models.tied_lm()
+        for p in start.parameters():
+            torch.nn.init.normal_(p, std=0.5)
+        saved = os.path.join(self.tmp, "start.pt")
+        torch.save(start.state_dict(), saved)
+        b = test_trainer.GLOBAL_BATCH
+        x, y = models.token_batch(b)
+        want = float(models.summed_loss(start, x, y, list(range(b)))) / b
+        fresh = float(models.summed_loss(models.tied_lm(), x, y,
+                                         list(range(b)))) / b
+        self.assertGreater(abs(want - fresh), 1.0)
+        job = test_trainer.one_rank_job()
+        job["name"] = "initfrom"
+        path = os.path.join(self.tmp, "init-job.json")
+        with open(path, "w") as f:
+            json.dump(job, f)
+        run = Run(["--nproc", "1", "--job", path, "--init-from", saved,
+                   self.script, self.out_dir("init-from")])
+        self.assertEqual(run.wait(), 0, run.output())
+        first = next(l for l in run.lines if l.startswith("[w0] step 1 "))
+        got = float(first.rsplit(" ", 1)[1])
+        self.assertLess(abs(got - want), 1e-6 * want, first)
 
     def test_the_job_without_a_file(self):
         # --steps and its flags: a job built from them, with no model (the
