@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "client/ctl/commands.h"
+#include "client/ctl/shared_flags.h"
 #include "common/checkpoint/torch_convert.h"
 #include "common/clock.h"
 #include "common/file_io.h"
@@ -18,9 +19,6 @@
 
 ABSL_FLAG(std::string, format, "",
           "the other side's file format; required: torch");
-ABSL_FLAG(std::string, job, "",
-          "the job spec (JSON) whose model and optimizer the checkpoint "
-          "belongs to; required");
 
 namespace zshard::ctl {
 namespace {

@@ -1,26 +1,70 @@
 // zshardctl ledger: bytes per rank of param, grad, fp32 master, m and v for
 // DDP and ZeRO stages 1-3, exact (worst rank, padding included) beside the
-// seed formulas; a table or the JSON contract.
+// seed formulas; a table or the JSON contract. A model-parallel job shows
+// them per slot and per worker, with the fit verdict of the worst slot.
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "client/ctl/commands.h"
 #include "client/ctl/model_options.h"
+#include "client/ctl/parallel_ledger_view.h"
 #include "client/ctl/shared_flags.h"
 #include "client/ctl/table.h"
 #include "common/plan/ledger.h"
+#include "common/plan/parallel_ledger.h"
 #include "common/status.h"
+#include "nlohmann/json.hpp"
+
+ABSL_FLAG(double, device_gib, 0,
+          "device memory in GiB for the ZeRO-1 fit verdict (default: none)");
 
 namespace zshard::ctl {
 namespace {
 
 constexpr char kUsage[] =
     "usage: zshardctl ledger (--model FILE | --preset NAME) --world W\n"
+    "         [--tensor T] [--pipeline P] [--context C]\n"
     "         [--instances I] [--bucket-size N] [--max-world M]\n"
     "         [--expert-parallel E] [--grad-reduce-in-fp32]\n"
-    "         [--pad-for-high-nccl-busbw] [--output table|json]\n";
+    "         [--pad-for-high-nccl-busbw] [--device-gib G]\n"
+    "         [--output table|json]\n"
+    "       zshardctl ledger --job FILE [--world W] [the layout options]\n";
+
+// --device-gib in bytes; 0 when not given. InvalidArgument unless it is a
+// positive number of at most 2^32 GiB.
+absl::StatusOr<int64_t> DeviceBytes(const ParsedCommandLine& parsed) {
+  if (!parsed.Given(FLAGS_device_gib)) return 0;
+  const double gib = absl::GetFlag(FLAGS_device_gib);
+  if (!std::isfinite(gib) || gib <= 0 || gib > 4294967296.0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device-gib must be > 0 and <= 2^32 (got ", gib, ")"));
+  }
+  return static_cast<int64_t>(gib * 1024.0 * 1024.0 * 1024.0);
+}
+
+absl::StatusOr<std::string> RunParallel(const ModelOptions& options,
+                                        int64_t device_bytes) {
+  ZSHARD_ASSIGN_OR_RETURN(
+      plan::ParallelPlan p,
+      plan::MakeParallelPlan(options.parallel, options.parallel_plan));
+  ZSHARD_ASSIGN_OR_RETURN(plan::ParallelLedger ledger,
+                          plan::ComputeParallelLedger(options.parallel, p));
+  ParallelLedgerView view;
+  view.name = options.name;
+  view.model = &options.parallel;
+  view.plan = &p;
+  view.ledger = &ledger;
+  view.workers = plan::ComputeWorkerBytes(options.parallel, p);
+  view.device_bytes = device_bytes;
+  if (options.output == OutputFormat::kJson) {
+    return ParallelLedgerJson(view) + "\n";
+  }
+  return ParallelLedgerTables(view);
+}
 
 std::string LedgerTable(const plan::ModelSpec& model,
                         const plan::Ledger& ledger) {
@@ -63,24 +107,46 @@ std::string LedgerTable(const plan::ModelSpec& model,
 
 absl::StatusOr<std::string> Run(const GlobalFlags& global, int argc,
                                 char** argv) {
-  const FlagList flags = ModelFlagList();
+  FlagList flags = ModelFlagList();
+  flags.push_back(FlagOf(FLAGS_device_gib));
   ZSHARD_ASSIGN_OR_RETURN(ParsedCommandLine parsed,
                           ParseCommandFlags(argc, argv, flags));
   if (parsed.help()) return absl::StrCat(kUsage, "\n", FlagsHelp(flags));
   if (!global.coordinator.empty() && !ModelGiven(parsed)) {
     return absl::InvalidArgumentError(
-        "online ledger from --coordinator is not available; give --model or "
-        "--preset");
+        "online ledger from --coordinator is not available; give --model, "
+        "--preset or --job");
   }
   ZSHARD_ASSIGN_OR_RETURN(ModelOptions options, ReadModelOptions(parsed));
+  ZSHARD_ASSIGN_OR_RETURN(const int64_t device_bytes, DeviceBytes(parsed));
+  if (options.model_parallel) return RunParallel(options, device_bytes);
   ZSHARD_ASSIGN_OR_RETURN(plan::Plan p,
                           plan::MakePlan(options.model, options.plan));
   ZSHARD_ASSIGN_OR_RETURN(plan::Ledger ledger,
                           plan::ComputeLedger(options.model, p));
   if (options.output == OutputFormat::kJson) {
+    if (device_bytes > 0) {
+      // The single-slot contract, with the verdict only when asked for.
+      nlohmann::ordered_json j =
+          nlohmann::ordered_json::parse(plan::LedgerToJson(ledger));
+      const plan::StageBytes& z1 = ledger.stage(plan::Stage::kZero1);
+      j["fit"] = {{"stage", "zero1"},
+                  {"rank", z1.worst_rank},
+                  {"need_bytes", z1.total_bytes},
+                  {"device_bytes", device_bytes},
+                  {"headroom_bytes", device_bytes - z1.total_bytes},
+                  {"fits", z1.total_bytes <= device_bytes}};
+      return j.dump() + "\n";
+    }
     return plan::LedgerToJson(ledger) + "\n";
   }
-  return LedgerTable(options.model, ledger);
+  std::string out = LedgerTable(options.model, ledger);
+  if (device_bytes > 0) {
+    const plan::StageBytes& z1 = ledger.stage(plan::Stage::kZero1);
+    out += "\n" + FitLine(absl::StrCat("rank ", z1.worst_rank), z1.total_bytes,
+                          device_bytes);
+  }
+  return out;
 }
 
 }  // namespace

@@ -97,7 +97,8 @@ int RunLedgerAnyCommand(const GlobalFlags& global, int argc, char** argv) {
   bool offline = global.coordinator.empty();
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg.rfind("--model", 0) == 0 || arg.rfind("--preset", 0) == 0) {
+    if (arg.rfind("--model", 0) == 0 || arg.rfind("--preset", 0) == 0 ||
+        arg.rfind("--job", 0) == 0) {
       offline = true;
     }
   }

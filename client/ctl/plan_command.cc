@@ -1,5 +1,6 @@
 // zshardctl plan: the buffers, buckets and per-rank shards of a model's
-// ZeRO-1 layout, as tables or in the JSON contract.
+// ZeRO-1 layout, as tables or in the JSON contract; for a model-parallel
+// job, per slot and per worker.
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -9,8 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "client/ctl/commands.h"
 #include "client/ctl/model_options.h"
+#include "client/ctl/parallel_plan_view.h"
+#include "client/ctl/plan_tables.h"
 #include "client/ctl/shared_flags.h"
 #include "client/ctl/table.h"
+#include "common/plan/parallel_ledger.h"
 #include "common/plan/plan_json.h"
 #include "common/status.h"
 
@@ -19,9 +23,12 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: zshardctl plan (--model FILE | --preset NAME) --world W\n"
+    "         [--tensor T] [--pipeline P] [--context C]\n"
     "         [--instances I] [--bucket-size N] [--max-world M]\n"
     "         [--expert-parallel E] [--grad-reduce-in-fp32]\n"
-    "         [--pad-for-high-nccl-busbw] [--rank R] [--output table|json]\n";
+    "         [--pad-for-high-nccl-busbw] [--rank R] [--output table|json]\n"
+    "       zshardctl plan --job FILE [--world W] [the layout options]\n"
+    "         [--rank R] [--output table|json]\n";
 
 std::string PlanTables(const plan::ModelSpec& model, const plan::Plan& p,
                        const std::vector<plan::RankPlan>& ranks,
@@ -32,69 +39,56 @@ std::string PlanTables(const plan::ModelSpec& model, const plan::Plan& p,
       " tensors\nplan ", p.hash, "  world ", p.world, "  instances ",
       p.instances, "  shard group D ", p.shard_group_size, "  bucket size ",
       Grouped(p.bucket_size), " elements\n\n");
-  Table buffers({"buffer", "param", "grad", "expert", "group", "numel",
-                 "padding", "buckets", "params"});
-  for (size_t b = 0; b < p.buffers.size(); ++b) {
-    const plan::Buffer& buf = p.buffers[b];
-    int64_t unpadded = 0;
-    for (const plan::Bucket& k : buf.buckets) unpadded += k.numel_unpadded;
-    buffers.AddRow(
-        {absl::StrCat(b), plan::DTypeName(buf.key.param_dtype),
-         plan::DTypeName(buf.key.grad_dtype), buf.key.expert ? "yes" : "no",
-         absl::StrCat(buf.shard_group_size), Grouped(buf.numel),
-         Grouped(buf.numel - unpadded), absl::StrCat(buf.buckets.size()),
-         absl::StrCat(buf.params.size())});
-  }
-  out += buffers.Render() + "\n";
-  Table buckets(
-      {"buffer", "bucket", "start", "end", "unpadded", "shard", "params"});
-  for (size_t b = 0; b < p.buffers.size(); ++b) {
-    const plan::Buffer& buf = p.buffers[b];
-    std::vector<int> count(buf.buckets.size(), 0);
-    for (const plan::ParamSlot& s : buf.params) ++count[s.bucket];
-    for (size_t k = 0; k < buf.buckets.size(); ++k) {
-      const plan::Bucket& bk = buf.buckets[k];
-      buckets.AddRow({absl::StrCat(b), absl::StrCat(k), Grouped(bk.start),
-                      Grouped(bk.end), Grouped(bk.numel_unpadded),
-                      Grouped((bk.end - bk.start) / buf.shard_group_size),
-                      absl::StrCat(count[k])});
-    }
-  }
-  out += buckets.Render() + "\n";
+  out += BufferTables(p);
   if (one_rank) {
     const plan::RankPlan& r = ranks[0];
     out += absl::StrCat("rank ", r.rank, "  instance ", r.instance,
                         "  shard rank ", r.shard_rank, "\n");
-    Table pieces({"buffer", "bucket", "shard", "param", "param elements"});
-    for (const plan::Shard& s : r.shards) {
-      const std::string window =
-          absl::StrCat("[", Grouped(s.start), ", ", Grouped(s.end), ")");
-      if (s.pieces.empty()) {
-        pieces.AddRow({absl::StrCat(s.buffer), absl::StrCat(s.bucket), window,
-                       "(padding)", ""});
-      }
-      for (const plan::Piece& pc : s.pieces) {
-        pieces.AddRow({absl::StrCat(s.buffer), absl::StrCat(s.bucket), window,
-                       model.params[pc.param_index].name,
-                       absl::StrCat("[", Grouped(pc.param_start), ", ",
-                                    Grouped(pc.param_end), ")")});
-      }
-    }
-    return out + pieces.Render();
+    return out + PiecesTable(model, r);
   }
   Table table({"rank", "instance", "shard_rank", "owned elements", "pieces"});
   for (const plan::RankPlan& r : ranks) {
-    int64_t owned = 0;
-    size_t pieces = 0;
-    for (const plan::Shard& s : r.shards) {
-      pieces += s.pieces.size();
-      for (const plan::Piece& pc : s.pieces) owned += pc.end - pc.start;
-    }
+    const Owned owned = OwnedBy(r);
     table.AddRow({absl::StrCat(r.rank), absl::StrCat(r.instance),
-                  absl::StrCat(r.shard_rank), Grouped(owned),
-                  absl::StrCat(pieces)});
+                  absl::StrCat(r.shard_rank), Grouped(owned.elements),
+                  absl::StrCat(owned.pieces)});
   }
   return out + table.Render();
+}
+
+// --rank R as an int (the caller checks it against the world).
+absl::StatusOr<int> RankFlag() {
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_rank, std::numeric_limits<int>::min(),
+                                    std::numeric_limits<int>::max()));
+  return static_cast<int>(absl::GetFlag(FLAGS_rank));
+}
+
+absl::StatusOr<std::string> RunParallel(const ModelOptions& options,
+                                        bool one_rank) {
+  ZSHARD_ASSIGN_OR_RETURN(
+      plan::ParallelPlan p,
+      plan::MakeParallelPlan(options.parallel, options.parallel_plan));
+  ZSHARD_ASSIGN_OR_RETURN(plan::ParallelLedger ledger,
+                          plan::ComputeParallelLedger(options.parallel, p));
+  ParallelPlanView view;
+  view.name = options.name;
+  view.model = &options.parallel;
+  view.plan = &p;
+  view.ledger = &ledger;
+  view.one_rank = one_rank;
+  if (one_rank) {
+    ZSHARD_ASSIGN_OR_RETURN(const int rank, RankFlag());
+    ZSHARD_RETURN_IF_ERROR(plan::CheckWorkerRank(p, rank));
+    view.workers.push_back(plan::MakeWorkerPlan(options.parallel, p, rank));
+  } else {
+    for (int r = 0; r < p.world; ++r) {
+      view.workers.push_back(plan::MakeWorkerPlan(options.parallel, p, r));
+    }
+  }
+  if (options.output == OutputFormat::kJson) {
+    return ParallelPlanJson(view) + "\n";
+  }
+  return ParallelPlanTables(view);
 }
 
 absl::StatusOr<std::string> Run(const GlobalFlags& global, int argc,
@@ -106,22 +100,21 @@ absl::StatusOr<std::string> Run(const GlobalFlags& global, int argc,
   if (parsed.help()) return absl::StrCat(kUsage, "\n", FlagsHelp(flags));
   if (!global.coordinator.empty() && !ModelGiven(parsed)) {
     return absl::InvalidArgumentError(
-        "online plan from --coordinator is not available; give --model or "
-        "--preset");
+        "online plan from --coordinator is not available; give --model, "
+        "--preset or --job");
   }
   ZSHARD_ASSIGN_OR_RETURN(ModelOptions options, ReadModelOptions(parsed));
+  if (options.model_parallel) {
+    return RunParallel(options, parsed.Given(FLAGS_rank));
+  }
   ZSHARD_ASSIGN_OR_RETURN(plan::Plan p,
                           plan::MakePlan(options.model, options.plan));
   std::vector<plan::RankPlan> ranks;
   const bool one_rank = parsed.Given(FLAGS_rank);
   if (one_rank) {
-    ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_rank,
-                                      std::numeric_limits<int>::min(),
-                                      std::numeric_limits<int>::max()));
-    const int64_t rank = absl::GetFlag(FLAGS_rank);
-    ZSHARD_RETURN_IF_ERROR(plan::CheckRank(p, static_cast<int>(rank)));
-    ranks.push_back(
-        plan::MakeRankPlan(options.model, p, static_cast<int>(rank)));
+    ZSHARD_ASSIGN_OR_RETURN(const int rank, RankFlag());
+    ZSHARD_RETURN_IF_ERROR(plan::CheckRank(p, rank));
+    ranks.push_back(plan::MakeRankPlan(options.model, p, rank));
   } else {
     for (int r = 0; r < p.world; ++r) {
       ranks.push_back(plan::MakeRankPlan(options.model, p, r));

@@ -100,7 +100,8 @@ std::string PlanTable(const v1::GetPlanResponse& p) {
 int RunPlanAnyCommand(const GlobalFlags& global, int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg.rfind("--model", 0) == 0 || arg.rfind("--preset", 0) == 0) {
+    if (arg.rfind("--model", 0) == 0 || arg.rfind("--preset", 0) == 0 ||
+        arg.rfind("--job", 0) == 0) {
       return RunPlanCommand(global, argc, argv);
     }
   }

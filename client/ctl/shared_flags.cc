@@ -15,6 +15,9 @@ ABSL_FLAG(std::string, token_file, "",
           "file holding the admin token (default $ZSHARD_ADMIN_TOKEN_FILE)");
 ABSL_FLAG(std::string, output, "table", "table or json");
 ABSL_FLAG(int64_t, timeout_ms, 5000, "deadline of each call, milliseconds");
+ABSL_FLAG(std::string, job, "",
+          "the job spec (JSON): checkpoint's job (required), or the model, "
+          "parallel sizes and world of plan and ledger");
 ABSL_FLAG(int64_t, rank, -1, "only this rank (default: every rank)");
 
 namespace zshard::ctl {

@@ -1,7 +1,8 @@
 // The Abseil flags that more than one part of zshardctl accepts: the global
 // ones given before the command (--coordinator, the TLS files,
 // --token-file, which online commands may give again), --output,
-// --timeout-ms and plan's --rank; and the parse of one command's arguments.
+// --timeout-ms, plan's --rank and --job (checkpoint, plan, ledger); and the
+// parse of one command's arguments.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@ ABSL_DECLARE_FLAG(std::string, tls_key);
 ABSL_DECLARE_FLAG(std::string, token_file);
 ABSL_DECLARE_FLAG(std::string, output);
 ABSL_DECLARE_FLAG(int64_t, timeout_ms);
+ABSL_DECLARE_FLAG(std::string, job);
 ABSL_DECLARE_FLAG(int64_t, rank);
 
 namespace zshard::ctl {

@@ -1,73 +1,25 @@
 // Runs the real zshardctl binary: JSON output parses and matches the
 // contract; every bad input ends with exit status 2, one line on stderr and
 // nothing on stdout.
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "common/file_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/ctl/ctl_runner.h"
 
 namespace {
 
 using ::testing::HasSubstr;
+using zshard::testing::BadCase;
+using zshard::testing::ExpectBadInput;
+using zshard::testing::TempPath;
+using zshard::testing::WriteSpec;
+using Result = zshard::testing::CtlResult;
 
-struct Result {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string BinDir() {
-  const char* dir = std::getenv("ZSHARD_BIN_DIR");
-  return dir != nullptr ? dir : "build/bin";
-}
-
-std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "/zshardctl_test_" + std::to_string(getpid()) +
-         "_" + name;
-}
-
-// Runs zshardctl with `args`, stdout and stderr captured in files.
 Result RunCtl(const std::vector<std::string>& args) {
-  const std::string bin = BinDir() + "/zshardctl";
-  const std::string out_path = TempPath("out");
-  const std::string err_path = TempPath("err");
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(bin.c_str()));
-  for (const std::string& a : args)
-    argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out < 0 || err < 0) _exit(127);
-    dup2(out, 1);
-    dup2(err, 2);
-    execv(bin.c_str(), argv.data());
-    _exit(127);
-  }
-  Result r;
-  int wstatus = 0;
-  if (pid > 0 && waitpid(pid, &wstatus, 0) == pid && WIFEXITED(wstatus)) {
-    r.status = WEXITSTATUS(wstatus);
-  }
-  r.out = zshard::ReadFile(out_path).value_or("<no stdout file>");
-  r.err = zshard::ReadFile(err_path).value_or("<no stderr file>");
-  return r;
-}
-
-std::string WriteSpec(const std::string& name, const std::string& text) {
-  const std::string path = TempPath(name);
-  EXPECT_TRUE(zshard::WriteFileAtomic(path, text).ok());
-  return path;
+  return zshard::testing::RunCtl(args);
 }
 
 const char kWorkedExample[] = R"({"name": "example", "params": [
@@ -140,22 +92,6 @@ TEST(ZshardctlTest, HumanTables) {
   Result help = RunCtl({"--help"});
   EXPECT_EQ(help.status, 0);
   EXPECT_THAT(help.out, HasSubstr("ledger"));
-}
-
-// A command line and a part of the one line it must print on stderr.
-using BadCase = std::pair<std::vector<std::string>, std::string>;
-
-void ExpectBadInput(const std::vector<BadCase>& cases) {
-  for (const auto& [args, message] : cases) {
-    Result r = RunCtl(args);
-    std::string shown;
-    for (const std::string& a : args) shown += a + " ";
-    EXPECT_EQ(r.status, 2) << shown;
-    EXPECT_EQ(r.out, "") << shown;
-    EXPECT_THAT(r.err, HasSubstr(message)) << shown;
-    ASSERT_FALSE(r.err.empty()) << shown;
-    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << shown << r.err;
-  }
 }
 
 TEST(ZshardctlTest, BadModelSpecsExitTwoWithOneLine) {
