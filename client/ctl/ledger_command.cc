@@ -12,6 +12,7 @@
 #include "client/ctl/commands.h"
 #include "client/ctl/model_options.h"
 #include "client/ctl/parallel_ledger_view.h"
+#include "client/ctl/parallel_view.h"
 #include "client/ctl/shared_flags.h"
 #include "client/ctl/table.h"
 #include "common/plan/ledger.h"
@@ -49,10 +50,10 @@ absl::StatusOr<int64_t> DeviceBytes(const ParsedCommandLine& parsed) {
 absl::StatusOr<std::string> RunParallel(const ModelOptions& options,
                                         int64_t device_bytes) {
   ZSHARD_ASSIGN_OR_RETURN(
-      plan::ParallelPlan p,
-      plan::MakeParallelPlan(options.parallel, options.parallel_plan));
-  ZSHARD_ASSIGN_OR_RETURN(plan::ParallelLedger ledger,
-                          plan::ComputeParallelLedger(options.parallel, p));
+      const ParallelPlanAndLedger computed,
+      PlanAndLedger(options.parallel, options.parallel_plan));
+  const plan::ParallelPlan& p = computed.plan;
+  const plan::ParallelLedger& ledger = computed.ledger;
   ParallelLedgerView view;
   view.name = options.name;
   view.model = &options.parallel;

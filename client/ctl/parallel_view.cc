@@ -6,8 +6,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/ctl/table.h"
+#include "common/status.h"
 
 namespace zshard::ctl {
+
+absl::StatusOr<ParallelPlanAndLedger> PlanAndLedger(
+    const plan::ParallelModel& model,
+    const plan::ParallelPlanOptions& options) {
+  ParallelPlanAndLedger out;
+  ZSHARD_ASSIGN_OR_RETURN(out.plan, plan::MakeParallelPlan(model, options));
+  ZSHARD_ASSIGN_OR_RETURN(out.ledger,
+                          plan::ComputeParallelLedger(model, out.plan));
+  return out;
+}
 
 std::string ParallelHeader(const std::string& name,
                            const plan::ParallelLedger& ledger) {

@@ -7,11 +7,20 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "common/plan/parallel_ledger.h"
 #include "common/plan/parallel_plan.h"
 #include "nlohmann/json.hpp"
 
 namespace zshard::ctl {
+
+// The plan and its ledger, which plan and ledger both start from.
+struct ParallelPlanAndLedger {
+  plan::ParallelPlan plan;
+  plan::ParallelLedger ledger;
+};
+absl::StatusOr<ParallelPlanAndLedger> PlanAndLedger(
+    const plan::ParallelModel& model, const plan::ParallelPlanOptions& options);
 
 // Worlds of more workers than this print one row per slot (the slot's
 // workers as a rank range, their bytes' least and most) instead of one row

@@ -11,6 +11,7 @@
 #include "client/ctl/commands.h"
 #include "client/ctl/model_options.h"
 #include "client/ctl/parallel_plan_view.h"
+#include "client/ctl/parallel_view.h"
 #include "client/ctl/plan_tables.h"
 #include "client/ctl/shared_flags.h"
 #include "client/ctl/table.h"
@@ -66,10 +67,10 @@ absl::StatusOr<int> RankFlag() {
 absl::StatusOr<std::string> RunParallel(const ModelOptions& options,
                                         bool one_rank) {
   ZSHARD_ASSIGN_OR_RETURN(
-      plan::ParallelPlan p,
-      plan::MakeParallelPlan(options.parallel, options.parallel_plan));
-  ZSHARD_ASSIGN_OR_RETURN(plan::ParallelLedger ledger,
-                          plan::ComputeParallelLedger(options.parallel, p));
+      const ParallelPlanAndLedger computed,
+      PlanAndLedger(options.parallel, options.parallel_plan));
+  const plan::ParallelPlan& p = computed.plan;
+  const plan::ParallelLedger& ledger = computed.ledger;
   ParallelPlanView view;
   view.name = options.name;
   view.model = &options.parallel;
