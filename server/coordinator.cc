@@ -81,6 +81,31 @@ const char* const kServiceNames[] = {v1::WorkerService::service_full_name(),
 // The role loop's period (the election polls every 100 ms).
 constexpr absl::Duration kRolePoll = absl::Milliseconds(100);
 
+// What a model-parallel job can run today: the synthetic workload, no
+// checkpoints, no restore. One line naming what is not run yet.
+absl::Status CheckParallelRunnable(const job::JobSpec& spec,
+                                   const CoordinatorOptions& options) {
+  if (!spec.parallel.model_parallel()) return absl::OkStatus();
+  const std::string what =
+      absl::StrCat("job '", spec.name, "' is model-parallel (tensor ",
+                   spec.parallel.tensor, ", pipeline ", spec.parallel.pipeline,
+                   ", context ", spec.parallel.context, "): ");
+  if (spec.workload.kind != job::WorkloadKind::kSynthetic) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what,
+        "the coordinator runs model-parallel jobs with the synthetic "
+        "workload only yet (workload '",
+        job::WorkloadKindName(spec.workload.kind), "')"));
+  }
+  if (!spec.checkpoint.dir.empty() || options.membership.restore.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what,
+                     "checkpoints of model-parallel jobs are not written yet: "
+                     "remove checkpoint.dir and --restore"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
@@ -92,13 +117,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   if (!options.tls_client_ca_pem.empty() && options.tls_cert_pem.empty()) {
     return absl::InvalidArgumentError("tls client ca needs tls cert and key");
   }
-  if (spec.parallel.model_parallel()) {
-    // Planned (the job spec, the plan and its ledger) but not run yet.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "job '", spec.name, "' is model-parallel (tensor ",
-        spec.parallel.tensor, ", pipeline ", spec.parallel.pipeline,
-        ", context ", spec.parallel.context,
-        "): the coordinator does not run model-parallel jobs yet"));
+  if (absl::Status runnable = CheckParallelRunnable(spec, options);
+      !runnable.ok()) {
+    return runnable;
   }
   if (!spec.checkpoint.dir.empty()) {
     // Refused here, where an operator sees it, rather than as a warning in

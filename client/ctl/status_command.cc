@@ -7,6 +7,8 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -15,6 +17,7 @@
 #include "client/ctl/online_commands.h"
 #include "client/ctl/shared_flags.h"
 #include "common/net/channel.h"
+#include "common/plan/parallel.h"
 #include "grpcpp/client_context.h"
 #include "zshard/v1/dashboard_service.grpc.pb.h"
 
@@ -24,6 +27,68 @@ namespace {
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "zshardctl status: %s\n", message.c_str());
   return 2;
+}
+
+// The job's model-parallel sizes, or nullopt without model parallelism.
+std::optional<plan::ParallelSizes> SizesOf(
+    const v1::GetClusterStatusResponse& status) {
+  if (!status.has_parallel()) return std::nullopt;
+  plan::ParallelSizes s{status.parallel().tensor(),
+                        status.parallel().pipeline(),
+                        status.parallel().context()};
+  if (!s.model_parallel() || s.tensor < 1 || s.pipeline < 1 || s.context < 1) {
+    return std::nullopt;
+  }
+  return s;
+}
+
+// A ranked member's place in a model-parallel world; nullopt for a spare
+// or when the world is not a multiple of the replica's size.
+std::optional<plan::Position> PositionOfMember(
+    const v1::GetClusterStatusResponse& status, const v1::MemberStatus& m) {
+  std::optional<plan::ParallelSizes> sizes = SizesOf(status);
+  if (!sizes.has_value() || m.rank() < 0 || m.rank() >= status.world() ||
+      !plan::CheckParallelWorld(*sizes, status.world()).ok()) {
+    return std::nullopt;
+  }
+  return plan::PositionOf(*sizes, status.world(), m.rank());
+}
+
+// "r0 tp1 pp0 cp0", or "-".
+std::string PositionText(const std::optional<plan::Position>& p) {
+  if (!p.has_value()) return "-";
+  return absl::StrCat("r", p->replica, " tp", p->tp, " pp", p->pp, " cp",
+                      p->cp);
+}
+
+// One line per slot: its ranks' members in data-parallel rank order.
+std::string FormatSlots(const v1::GetClusterStatusResponse& status) {
+  std::optional<plan::ParallelSizes> sizes = SizesOf(status);
+  if (!sizes.has_value() ||
+      !plan::CheckParallelWorld(*sizes, status.world()).ok()) {
+    return "";
+  }
+  std::vector<std::vector<std::string>> slots(
+      static_cast<size_t>(sizes->slots()),
+      std::vector<std::string>(
+          static_cast<size_t>(plan::DataParallelSize(*sizes, status.world()))));
+  for (const v1::MemberStatus& m : status.members()) {
+    std::optional<plan::Position> p = PositionOfMember(status, m);
+    if (!p.has_value()) continue;
+    slots[static_cast<size_t>(plan::SlotIndex(*sizes, p->tp, p->pp))]
+         [static_cast<size_t>(plan::DataParallelRank(*sizes, *p))] = m.name();
+  }
+  std::string out = absl::StrFormat(
+      "model-parallel: tensor %d  pipeline %d  context %d  replicas %d\n",
+      sizes->tensor, sizes->pipeline, sizes->context,
+      plan::Replicas(*sizes, status.world()));
+  for (size_t s = 0; s < slots.size(); ++s) {
+    absl::StrAppendFormat(&out, "slot (tp %d, pp %d): data-parallel ranks %s\n",
+                          plan::SlotTp(*sizes, static_cast<int>(s)),
+                          plan::SlotPp(*sizes, static_cast<int>(s)),
+                          absl::StrJoin(slots[s], " "));
+  }
+  return out;
 }
 
 }  // namespace
@@ -46,9 +111,23 @@ nlohmann::json ClusterStatusToJson(const v1::GetClusterStatusResponse& status) {
   }
   out["isolated"] = status.isolated();
   out["isolated_ms"] = status.isolated_ms();
+  if (std::optional<plan::ParallelSizes> sizes = SizesOf(status)) {
+    out["parallel"] = {{"tensor", sizes->tensor},
+                       {"pipeline", sizes->pipeline},
+                       {"context", sizes->context}};
+  }
   out["members"] = nlohmann::json::array();
   for (const v1::MemberStatus& m : status.members()) {
     nlohmann::json member;
+    if (std::optional<plan::Position> p = PositionOfMember(status, m)) {
+      const plan::ParallelSizes sizes = *SizesOf(status);
+      member["position"] = {{"replica", p->replica},
+                            {"tp", p->tp},
+                            {"pp", p->pp},
+                            {"cp", p->cp},
+                            {"slot", plan::SlotIndex(sizes, p->tp, p->pp)},
+                            {"dp_rank", plan::DataParallelRank(sizes, *p)}};
+    }
     member["name"] = m.name();
     member["worker_id"] = m.worker_id();
     member["state"] = MemberStateName(m.state());
@@ -84,9 +163,15 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
         "one is declared dead until they are back\n",
         status.isolated_ms());
   }
-  absl::StrAppendFormat(&out, "%-20s %-9s %5s %8s %10s %8s %14s  %s\n", "NAME",
-                        "STATE", "RANK", "INSTANCE", "SHARD_RANK", "STEP",
-                        "HEARTBEAT_MS", "LABELS");
+  // A model-parallel job's members show their place (replica, tp, pp, cp);
+  // instance and shard rank are then inside the slot's data-parallel
+  // domain.
+  const bool parallel = SizesOf(status).has_value();
+  absl::StrAppend(&out, FormatSlots(status));
+  absl::StrAppendFormat(
+      &out, "%-20s %-9s %5s %s%8s %10s %8s %14s  %s\n", "NAME", "STATE", "RANK",
+      parallel ? absl::StrFormat("%-15s ", "POSITION") : "", "INSTANCE",
+      "SHARD_RANK", "STEP", "HEARTBEAT_MS", "LABELS");
   for (const v1::MemberStatus& m : status.members()) {
     std::vector<std::string> labels;
     for (const auto& [key, value] : m.labels()) {
@@ -95,8 +180,12 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
     std::sort(labels.begin(), labels.end());
     const std::string state =
         absl::StrCat(MemberStateName(m.state()), m.suspect() ? "?" : "");
-    absl::StrAppendFormat(&out, "%-20s %-9s %5d %8d %10d %8d %14d  %s\n",
-                          m.name(), state, m.rank(), m.instance(),
+    const std::string position =
+        parallel ? absl::StrFormat("%-15s ",
+                                   PositionText(PositionOfMember(status, m)))
+                 : "";
+    absl::StrAppendFormat(&out, "%-20s %-9s %5d %s%8d %10d %8d %14d  %s\n",
+                          m.name(), state, m.rank(), position, m.instance(),
                           m.shard_rank(), m.step(), m.last_heartbeat_ms(),
                           absl::StrJoin(labels, ","));
   }

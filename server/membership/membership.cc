@@ -3,6 +3,7 @@
 #include "server/membership/membership.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -61,16 +62,32 @@ Membership::Membership(job::JobSpec spec, Clock* clock, StateStore* store,
 absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
     job::JobSpec spec, Clock* clock, StateStore* store,
     MembershipOptions options) {
-  auto max_plan =
-      plan::MakePlan(spec.model, job::JobPlanOptions(spec, spec.world.max));
-  if (!max_plan.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("job plan at world.max: ", max_plan.status().message()));
+  const int max = spec.world.max;
+  std::optional<plan::Plan> max_plan;
+  std::optional<plan::ParallelPlan> max_parallel;
+  if (spec.parallel.model_parallel()) {
+    auto p = plan::MakeParallelPlan(job::JobParallelModel(spec),
+                                    job::JobParallelPlanOptions(spec, max));
+    if (!p.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job plan at world.max: ", p.status().message()));
+    }
+    max_parallel = *std::move(p);
+  } else {
+    auto p = plan::MakePlan(spec.model, job::JobPlanOptions(spec, max));
+    if (!p.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job plan at world.max: ", p.status().message()));
+    }
+    max_plan = *std::move(p);
   }
   std::unique_ptr<Membership> m(
       new Membership(std::move(spec), clock, store, options));
   absl::MutexLock lock(&m->mu_);
-  m->world_.plans().Put(m->spec_.world.max, *std::move(max_plan));
+  if (max_plan.has_value()) m->world_.plans().Put(max, *std::move(max_plan));
+  if (max_parallel.has_value()) {
+    m->world_.plans().PutParallel(max, *std::move(max_parallel));
+  }
   StoredState state;
   if (store != nullptr) {
     ZSHARD_ASSIGN_OR_RETURN(state, store->Load());

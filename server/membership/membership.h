@@ -385,6 +385,8 @@ class Membership {
   // made: the job failed (a range was lost with no checkpoint) or the
   // plans do not fit.
   bool PlanMovesLocked(EpochPlan& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A model-parallel job's: each slot's moves inside the slot.
+  bool PlanParallelMovesLocked(EpochPlan& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AbandonLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CommitLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every rank acked ACTIVE: the committed epoch becomes the stable one.

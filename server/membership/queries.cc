@@ -56,7 +56,13 @@ ClusterView Membership::View() {
     }
     mv.member.token.clear();
     mv.member.lease = nullptr;
-    if (m.rank >= 0) {
+    if (m.rank >= 0 && m.rank < static_cast<int>(committed.slots.size()) &&
+        committed.slots[static_cast<size_t>(m.rank)].worker_id == m.worker_id) {
+      // The epoch's own (inside the slot's data-parallel domain in a
+      // model-parallel job).
+      mv.instance = committed.slots[static_cast<size_t>(m.rank)].instance;
+      mv.shard_rank = committed.slots[static_cast<size_t>(m.rank)].shard_rank;
+    } else if (m.rank >= 0) {
       mv.instance = m.rank / d;
       mv.shard_rank = m.rank % d;
     }

@@ -12,6 +12,8 @@
 #include "common/status.h"
 #include "server/membership/membership.h"
 #include "server/membership/transition/epoch_moves.h"
+#include "server/membership/transition/parallel_moves.h"
+#include "server/membership/transition/parallel_policy.h"
 #include "server/membership/transition/world_policy.h"
 
 namespace zshard::server {
@@ -105,12 +107,24 @@ void Membership::ProposeLocked(int world) {
     // Ranks of the stable epoch: that is where the state is (before the
     // first stable epoch no one holds state: keep the committed ranks).
     int prev = stable.epoch > 0 ? transition_.RankInStable(id) : m.rank;
+    auto node = m.labels.find("node");
     candidates.push_back(
-        {id, prev, m.state == MemberState::kSpare, m.join_seq});
+        {id, prev, m.state == MemberState::kSpare, m.join_seq,
+         node == m.labels.end() ? std::string() : node->second});
   }
-  const RankLayout layout{world, job::InstancesOf(spec_.world, world),
-                          spec_.world.resize};
-  std::vector<std::string> ranks = AssignRanks(layout, std::move(candidates));
+  const bool parallel = spec_.parallel.model_parallel();
+  // A model-parallel job's instances are every slot's, over its
+  // data-parallel domain of R x C ranks.
+  const int dp = parallel ? world / spec_.parallel.slots() : world;
+  const RankLayout layout{
+      world,
+      parallel ? job::JobParallelPlanOptions(spec_, world).instances
+               : job::InstancesOf(spec_.world, world),
+      spec_.world.resize};
+  std::vector<std::string> ranks =
+      parallel ? AssignParallelRanks(spec_, world, stable.world,
+                                     std::move(candidates))
+               : AssignRanks(layout, std::move(candidates));
   EpochPlan p;
   p.epoch = transition_.next_epoch();
   p.base_epoch = stable.epoch;
@@ -120,12 +134,18 @@ void Membership::ProposeLocked(int world) {
   p.plan_hash = world_.plans().Hash(world);
   p.reason = settle_.TakeProposalReason();
   p.proposed_ms = WallTimeMs();
-  int d = world / p.instances;
-  auto slot_of = [](const Member& m, int rank, int d) {
+  int d = dp / p.instances;
+  auto slot_of = [this, parallel, world](const Member& m, int rank, int d) {
     Slot s{m.worker_id, m.name, m.address, rank, -1, -1, m.labels};
     if (rank >= 0) {
-      s.instance = rank / d;
-      s.shard_rank = rank % d;
+      // Inside the slot's data-parallel domain in a model-parallel job.
+      const int in = parallel
+                         ? plan::DataParallelRank(
+                               spec_.parallel,
+                               plan::PositionOf(spec_.parallel, world, rank))
+                         : rank;
+      s.instance = in / d;
+      s.shard_rank = in % d;
     }
     return s;
   };
@@ -169,12 +189,12 @@ void Membership::ProposeLocked(int world) {
                     before.empty() ? "" : absl::StrCat(" from ", before));
   }
   if (changed > 8) absl::StrAppend(&changes, " and ", changed - 8, " more");
-  EventLocked("propose",
-              absl::StrCat("epoch ", p.epoch, " world ", world, " base epoch ",
-                           p.base_epoch, ": ", p.reason, "; ",
-                           ExplainWorld(world, static_cast<int>(healthy.size()),
-                                        spec_.world, world_.target()),
-                           "; ", p.spares, " spare(s)", changes));
+  EventLocked(
+      "propose",
+      absl::StrCat("epoch ", p.epoch, " world ", world, " base epoch ",
+                   p.base_epoch, ": ", p.reason, "; ",
+                   world_.Explain(world, static_cast<int>(healthy.size())),
+                   "; ", p.spares, " spare(s)", changes));
   if ((p.base_epoch > 0 && HoldsState()) || p.restore.active()) {
     const MoveSummary& s = p.summary;
     EventLocked(
@@ -185,7 +205,49 @@ void Membership::ProposeLocked(int world) {
   }
 }
 
+bool Membership::PlanParallelMovesLocked(EpochPlan& p) {
+  const EpochPlan& stable = transition_.stable();
+  const plan::ParallelPlan* next_plan = world_.plans().GetParallel(p.world);
+  if (next_plan == nullptr) return false;
+  if (stable.epoch == 0 || !HoldsState()) return true;  // nothing held
+  const plan::ParallelPlan* base_plan =
+      world_.plans().GetParallel(stable.world);
+  if (base_plan == nullptr) {
+    ZSHARD_LOG_ERROR(
+        absl::StrCat("epoch ", p.epoch, ": moves: no plan for the base epoch"));
+    return false;
+  }
+  std::vector<std::string> alive;
+  for (int r = 0; r < stable.world; ++r) {
+    const std::string& id = stable.slots[r].worker_id;
+    if (members_.IsLiveId(id)) alive.push_back(id);
+  }
+  const plan::ParallelModel model = job::JobParallelModel(spec_);
+  absl::StatusOr<ParallelEpochMoves> moves =
+      PlanParallelMembersMoves(model, *base_plan, stable, alive, *next_plan, p);
+  if (!moves.ok()) {
+    ZSHARD_LOG_ERROR(
+        absl::StrCat("epoch ", p.epoch, ": moves: ", moves.status().message()));
+    return false;
+  }
+  if (moves->lost_slot >= 0) {
+    // A model-parallel job writes no checkpoints yet: nothing to roll back
+    // to.
+    FailJobLocked(
+        "lost",
+        absl::StrCat(DescribeParallelLost(model, moves->lost_slot,
+                                          moves->moves.lost.front()),
+                     " has no live holder and a model-parallel job has no "
+                     "checkpoint: the job cannot go on"));
+    return false;
+  }
+  p.moves = std::move(moves->moves.moves);
+  p.summary = moves->moves.summary;
+  return true;
+}
+
 bool Membership::PlanMovesLocked(EpochPlan& p) {
+  if (spec_.parallel.model_parallel()) return PlanParallelMovesLocked(p);
   const EpochPlan& stable = transition_.stable();
   const plan::Plan* next_plan = world_.plans().Get(p.world);
   const CheckpointRecord* newest = checkpoints_.Newest();

@@ -83,6 +83,12 @@ grpc::Status DashboardServiceImpl::GetClusterStatus(
     v1::GetClusterStatusResponse* resp) {
   RpcScope scope(metrics_, "GetClusterStatus");
   ToProto(membership_->View(), resp);
+  const plan::ParallelSizes& sizes = membership_->spec().parallel;
+  if (sizes.model_parallel()) {
+    resp->mutable_parallel()->set_tensor(sizes.tensor);
+    resp->mutable_parallel()->set_pipeline(sizes.pipeline);
+    resp->mutable_parallel()->set_context(sizes.context);
+  }
   if (election_) {
     ElectionView view = election_();
     resp->set_leader(view.leader);
@@ -165,9 +171,14 @@ grpc::Status DashboardServiceImpl::Explain(grpc::ServerContext*,
   RpcScope scope(metrics_, "Explain");
   EventPage page = membership_->events()->After(
       std::max<int64_t>(0, membership_->events()->last_seq() - 64), 64);
+  const ClusterView view = membership_->View();
+  const job::JobSpec& spec = membership_->spec();
+  for (const std::string& s : ExplainParallel(view, spec)) {
+    resp->add_sentences(s);
+  }
   for (const std::string& s :
-       ExplainCluster(membership_->View(), membership_->spec().world,
-                      page.events, membership_->spec().transition_settle_ms)) {
+       ExplainCluster(view, spec.world, page.events, spec.transition_settle_ms,
+                      spec.parallel.model_parallel())) {
     resp->add_sentences(s);
   }
   return scope.Finish(grpc::Status::OK);

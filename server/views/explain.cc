@@ -59,7 +59,8 @@ std::string PolicySentence(const job::WorldSpec& world) {
 std::vector<std::string> ExplainCluster(const ClusterView& view,
                                         const job::WorldSpec& world,
                                         const std::vector<Event>& recent,
-                                        int64_t settle_ms) {
+                                        int64_t settle_ms,
+                                        bool model_parallel) {
   std::vector<std::string> out;
   int healthy = 0;
   std::vector<std::string> ranks, spares, gone, quarantined, suspects;
@@ -84,7 +85,7 @@ std::vector<std::string> ExplainCluster(const ClusterView& view,
   }
   if (view.epoch == 0) {
     out.push_back("No epoch is committed yet.");
-  } else {
+  } else if (!model_parallel) {
     out.push_back(absl::StrCat(
         "Epoch ", view.epoch, " runs a world of ", view.world, " rank(s) in ",
         view.instances, " instance(s) of ",
@@ -93,12 +94,20 @@ std::vector<std::string> ExplainCluster(const ClusterView& view,
   }
   const bool keep_d = world.resize == job::ResizePolicy::kKeepD;
   const int step = job::WorldStep(world);
-  out.push_back(PolicySentence(world));
-  int chosen = ChooseWorld(healthy, world, view.target_world);
-  out.push_back(absl::StrCat(
-      "With ", healthy, " healthy member(s) the policy ", "gives ",
-      ExplainWorld(chosen, healthy, world, view.target_world), "."));
-  if (!ranks.empty()) {
+  if (!model_parallel) {
+    out.push_back(PolicySentence(world));
+    int chosen = ChooseWorld(healthy, world, view.target_world);
+    out.push_back(absl::StrCat(
+        "With ", healthy, " healthy member(s) the policy ", "gives ",
+        ExplainWorld(chosen, healthy, world, view.target_world), "."));
+  }
+  if (model_parallel && !ranks.empty()) {
+    out.push_back(absl::StrCat(
+        "Ranks: ", ListNames(ranks),
+        "; survivors keep their positions, whole replicas stay together and "
+        "a spare takes a failed worker's position, so the fewest bytes "
+        "move."));
+  } else if (!ranks.empty()) {
     out.push_back(absl::StrCat(
         "Ranks: ", ListNames(ranks),
         keep_d ? "; survivors keep their shard ranks, whole instances stay "
@@ -109,6 +118,11 @@ std::vector<std::string> ExplainCluster(const ClusterView& view,
   }
   if (spares.empty()) {
     out.push_back("There are no spares.");
+  } else if (model_parallel) {
+    out.push_back(absl::StrCat(
+        spares.size(), " spare(s): ", ListNames(spares),
+        "; they hold no shard, take over a failed worker's position at once, "
+        "and form a new replica when a whole one of them is free."));
   } else {
     out.push_back(absl::StrCat(
         spares.size(), " spare(s): ", ListNames(spares),

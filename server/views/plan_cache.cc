@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/status.h"
 
 namespace zshard::server {
@@ -14,6 +15,13 @@ absl::StatusOr<std::shared_ptr<const CachedPlan>> PlanCache::Get(
   if (last_ != nullptr && last_->epoch == epoch.epoch &&
       last_->plan.world == epoch.world) {
     return last_;
+  }
+  if (spec_->parallel.model_parallel()) {
+    // One plan per slot: the views of a single plan do not apply.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job '", spec_->name,
+        "' is model-parallel: its plan and ledger are per slot (zshardctl "
+        "plan --job FILE, zshardctl ledger --job FILE)"));
   }
   ZSHARD_ASSIGN_OR_RETURN(
       plan::Plan p,

@@ -140,14 +140,14 @@ absl::StatusOr<Change> PolicyChange(const std::string& scenario,
     by_id[members[r].id] = members[r];
     if (scenario == "failure-no-spare" && r == 1) continue;  // rank 1 dies
     c.alive.push_back(members[r].id);
-    candidates.push_back({members[r].id, r, false, r});
+    candidates.push_back({members[r].id, r, false, r, ""});
   }
   const int joiners =
       scenario == "join-one" ? 1 : (scenario == "join-instance" ? d : 0);
   const std::vector<zp::Member> fresh = Members(world, joiners);
   for (int j = 0; j < joiners; ++j) {
     by_id[fresh[j].id] = fresh[j];
-    candidates.push_back({fresh[j].id, -1, false, world + j});
+    candidates.push_back({fresh[j].id, -1, false, world + j, ""});
   }
   const int healthy = static_cast<int>(candidates.size());
   c.options.world = zshard::server::ChooseWorld(healthy, spec, 0);

@@ -24,10 +24,31 @@ std::string Tail(const std::string& text, size_t n = 4000) {
 }  // namespace
 
 nlohmann::json ElasticJob::ToJson() const {
+  const bool parallel = tensor * pipeline > 1;
+  nlohmann::json slots = nlohmann::json::array();
+  for (int s = 0; s < tensor * pipeline; ++s) {
+    nlohmann::json params = ParamsJson(parallel ? 8 * s : 0);
+    if (parallel) params[0]["tp_replicated"] = true;
+    slots.push_back(
+        {{"tp", s % tensor}, {"pp", s / tensor}, {"params", params}});
+  }
+  nlohmann::json model = {{"params", slots[0]["params"]}};
+  if (parallel) model = {{"slots", slots}};
+  nlohmann::json spec = BaseJson(model);
+  if (parallel) {
+    spec["parallel"] = {{"tensor", tensor}, {"pipeline", pipeline}};
+  }
+  if (clip_grad_norm > 0) {
+    spec["optimizer"]["clip_grad_norm"] = clip_grad_norm;
+  }
+  return spec;
+}
+
+nlohmann::json ElasticJob::ParamsJson(int64_t extra) const {
   nlohmann::json params = nlohmann::json::array();
   for (size_t i = 0; i < param_sizes.size(); ++i) {
     nlohmann::json p = {{"name", absl::StrCat("p", i)},
-                        {"shape", {param_sizes[i]}},
+                        {"shape", {param_sizes[i] + extra}},
                         {"dtype", dtype}};
     // One param without weight decay, as in the training test's model.
     if (i == 3) p["no_weight_decay"] = true;
@@ -37,12 +58,16 @@ nlohmann::json ElasticJob::ToJson() const {
     }
     params.push_back(p);
   }
+  return params;
+}
+
+nlohmann::json ElasticJob::BaseJson(const nlohmann::json& model) const {
   nlohmann::json layout = {{"bucket_size", bucket_size},
                            {"grad_reduce_in_fp32", grad_reduce_in_fp32}};
   if (expert_parallel != 1) layout["expert_parallel"] = expert_parallel;
   nlohmann::json spec = {
       {"name", name},
-      {"model", {{"params", params}}},
+      {"model", model},
       {"layout", layout},
       {"optimizer", {{"lr", lr}, {"weight_decay", weight_decay}}},
       {"world",

@@ -56,10 +56,23 @@ struct ElasticJob {
   // dir (ElasticRun resolves it).
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
+  // optimizer.clip_grad_norm (0: no clipping).
+  double clip_grad_norm = 0;
+  // parallel.tensor and parallel.pipeline: above 1 the model becomes one
+  // spec per slot (tp, pp), slot s's params param_sizes[i] + 8 x s
+  // elements (so that slots differ), the first param tp_replicated.
+  int tensor = 1;
+  int pipeline = 1;
 
   nlohmann::json ToJson() const;
   // The parsed spec (what the coordinator and the reference read).
   absl::StatusOr<job::JobSpec> Spec() const;
+
+ private:
+  // The params, each param_sizes[i] + extra elements.
+  nlohmann::json ParamsJson(int64_t extra) const;
+  // Everything but the model and the optimizer's clipping.
+  nlohmann::json BaseJson(const nlohmann::json& model) const;
 };
 
 // One coordinator and its workers. Not thread-safe; owns its processes.

@@ -29,7 +29,8 @@ int StateExpertRank(const plan::ModelSpec& model, const plan::Plan& plan,
 }
 
 EngineGroupSpecs MakeGroupSpecs(const plan::Plan& plan, int rank,
-                                const std::string& prefix) {
+                                const std::string& prefix,
+                                const SlotPlacement& placement) {
   const int d = plan.shard_group_size;
   const int e = plan.layout.expert_parallel;
   const GroupPosition pos = PositionOf(plan, rank);
@@ -49,13 +50,22 @@ EngineGroupSpecs MakeGroupSpecs(const plan::Plan& plan, int rank,
   for (int i = 0; i < plan.instances; ++i) {
     out.inter.members.push_back(i * d + pos.shard_rank);
   }
+  if (!placement.epoch_ranks.empty()) {
+    for (GroupSpec* spec : {&out.intra, &out.expert, &out.inter}) {
+      for (int& member : spec->members) {
+        member = placement.epoch_ranks[static_cast<size_t>(member)];
+      }
+    }
+  }
+  out.across = placement.across;
   return out;
 }
 
 absl::Status EngineGroups::Connect(const plan::Plan& plan, int rank,
                                    const std::string& prefix,
-                                   const comm::CommOptions& base) {
-  specs_ = MakeGroupSpecs(plan, rank, prefix);
+                                   const comm::CommOptions& base,
+                                   const SlotPlacement& placement) {
+  specs_ = MakeGroupSpecs(plan, rank, prefix, placement);
   const EngineGroupSpecs& specs = specs_;
   const bool own_expert = plan.layout.expert_parallel > 1;
   auto join = [&](const GroupSpec& spec,
@@ -71,6 +81,7 @@ absl::Status EngineGroups::Connect(const plan::Plan& plan, int rank,
   ZSHARD_RETURN_IF_ERROR(join(specs.intra, &intra_));
   if (own_expert) ZSHARD_RETURN_IF_ERROR(join(specs.expert, &expert_));
   ZSHARD_RETURN_IF_ERROR(join(specs.inter, &inter_));
+  ZSHARD_RETURN_IF_ERROR(join(specs.across, &across_));
   by_buffer_.clear();
   for (const plan::Buffer& b : plan.buffers) {
     by_buffer_.push_back(b.key.expert && own_expert ? expert_.get()
@@ -82,7 +93,8 @@ absl::Status EngineGroups::Connect(const plan::Plan& plan, int rank,
 absl::Status EngineGroups::NameEpochPeer(absl::Status status) const {
   std::optional<comm::FailedPeer> peer = comm::FailedPeerOf(status);
   if (!peer.has_value()) return status;
-  for (const GroupSpec* spec : {&specs_.intra, &specs_.expert, &specs_.inter}) {
+  for (const GroupSpec* spec :
+       {&specs_.intra, &specs_.expert, &specs_.inter, &specs_.across}) {
     if (spec->name != peer->group || peer->rank >= spec->size()) continue;
     comm::FailedPeer epoch_peer = *peer;
     epoch_peer.rank = spec->members[static_cast<size_t>(peer->rank)];
@@ -96,6 +108,7 @@ void EngineGroups::Abort() {
   if (intra_) intra_->Abort();
   if (expert_) expert_->Abort();
   if (inter_) inter_->Abort();
+  if (across_) across_->Abort();
 }
 
 }  // namespace zshard::engine

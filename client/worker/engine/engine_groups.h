@@ -14,6 +14,14 @@
 //   kinds are all-reduced here, and the commit all-reduce ends here.
 //
 // A group of one rank gets no communicator (its collectives are no-ops).
+//
+// In a model-parallel job (common/job/job_slot.h) the plan is the slot's:
+// its ranks are the slot's data-parallel ranks, and a SlotPlacement maps
+// them to epoch ranks (for group members and failed peers) and adds
+//
+// - across: the ranks at this data-parallel rank in every slot. The commit
+//   all-reduce ends here, so the grad norm, the non-finite count and the
+//   loss span the whole world.
 #pragma once
 
 #include <memory>
@@ -57,11 +65,23 @@ struct EngineGroupSpecs {
   GroupSpec intra;   // "<prefix>/intra/<instance>"
   GroupSpec expert;  // "<prefix>/expert/<instance>/<expert rank>"
   GroupSpec inter;   // "<prefix>/inter/<shard_rank>"
+  GroupSpec across;  // model-parallel only (SlotPlacement::across)
 };
 
-// The groups of `rank` (0 <= rank < plan.world) under `plan`.
+// Where a model-parallel rank's plan sits in the epoch; empty for a job
+// without model parallelism.
+struct SlotPlacement {
+  // Plan rank r's epoch rank, by plan rank; empty: the same.
+  std::vector<int> epoch_ranks;
+  // The commit group across slots (name, this rank's index, epoch ranks).
+  GroupSpec across;
+};
+
+// The groups of `rank` (0 <= rank < plan.world) under `plan`, their members
+// as epoch ranks under `placement`.
 EngineGroupSpecs MakeGroupSpecs(const plan::Plan& plan, int rank,
-                                const std::string& prefix);
+                                const std::string& prefix,
+                                const SlotPlacement& placement = {});
 
 // The communicators of one rank. Connect once; Abort from any thread after
 // Connect returned.
@@ -71,14 +91,17 @@ class EngineGroups {
   // expert, then inter on every rank (so joins cannot wait in a cycle),
   // with `base`'s options but its rank, size and group. The communicator's
   // status on failure (those already made are kept, so Abort reaches them).
+  // A model-parallel rank joins across last.
   absl::Status Connect(const plan::Plan& plan, int rank,
-                       const std::string& prefix,
-                       const comm::CommOptions& base);
+                       const std::string& prefix, const comm::CommOptions& base,
+                       const SlotPlacement& placement = {});
 
   // The instance's group; null when D == 1.
   comm::Communicator* intra() const { return intra_.get(); }
   // The inter-instance group; null when I == 1.
   comm::Communicator* inter() const { return inter_.get(); }
+  // The group across slots; null without model parallelism.
+  comm::Communicator* across() const { return across_.get(); }
   // The group that reduce-scatters and all-gathers plan buffer `buffer`
   // (its shard group): null when it has one rank (or before Connect).
   comm::Communicator* shard_group(int buffer) const {
@@ -100,6 +123,7 @@ class EngineGroups {
   std::unique_ptr<comm::Communicator> intra_;
   std::unique_ptr<comm::Communicator> expert_;
   std::unique_ptr<comm::Communicator> inter_;
+  std::unique_ptr<comm::Communicator> across_;
   std::vector<comm::Communicator*> by_buffer_;
 };
 

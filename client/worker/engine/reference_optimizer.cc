@@ -93,6 +93,13 @@ int ReferenceOptimizer::Copies(int p) const {
 
 absl::StatusOr<bool> ReferenceOptimizer::Step(
     const std::vector<Workload*>& rank_workloads) {
+  ZSHARD_ASSIGN_OR_RETURN(const Reduced reduced, Reduce(rank_workloads));
+  return Apply(reduced.sum_squares, reduced.finite);
+}
+
+absl::StatusOr<ReferenceOptimizer::Reduced> ReferenceOptimizer::Reduce(
+    const std::vector<Workload*>& rank_workloads,
+    const std::vector<bool>& norm_skips) {
   ZSHARD_RETURN_IF_ERROR(init_status_);
   const int world = options_.world, instances = options_.instances;
   const int experts = options_.expert_parallel;
@@ -123,10 +130,11 @@ absl::StatusOr<bool> ReferenceOptimizer::Step(
   // param with C copies is reduce-scattered over the G = D / C ranks
   // i*D + k*C + c (k = 0 .. G-1) of each instance i, then all-reduced
   // across instances.
-  std::vector<std::vector<float>> grads(model_.params.size());
-  double sq = 0;
-  bool finite = true;
+  std::vector<std::vector<float>>& grads = grads_;
+  grads.assign(model_.params.size(), {});
+  Reduced out;
   for (size_t p = 0; p < model_.params.size(); ++p) {
+    const bool counts = p >= norm_skips.size() || !norm_skips[p];
     const plan::DType gd = grad_dtypes[p];
     const int c_count = copies[p];
     const int g = d / c_count;
@@ -146,13 +154,26 @@ absl::StatusOr<bool> ReferenceOptimizer::Step(
         }
         if (instances > 1) total = RoundTo(gd, total);
         grads[p][c * n + j] = total;
-        if (!std::isfinite(total)) finite = false;
-        sq += static_cast<double>(total) * total;
+        if (!std::isfinite(total)) out.finite = false;
+        if (counts) out.sum_squares += static_cast<double>(total) * total;
       }
     }
   }
-  const double batch = static_cast<double>(rank_workloads[0]->global_batch());
-  last_grad_norm_ = std::sqrt(sq) / batch;
+  batch_ = static_cast<double>(rank_workloads[0]->global_batch());
+  return out;
+}
+
+absl::StatusOr<bool> ReferenceOptimizer::Apply(double sum_squares,
+                                               bool finite) {
+  ZSHARD_RETURN_IF_ERROR(init_status_);
+  if (grads_.size() != model_.params.size()) {
+    return absl::FailedPreconditionError(
+        "reference optimizer: Apply needs a Reduce first");
+  }
+  std::vector<std::vector<float>> grads = std::move(grads_);
+  grads_.clear();
+  const double batch = batch_;
+  last_grad_norm_ = std::sqrt(sum_squares) / batch;
   if (!finite) return false;
   optim::AdamHyper hyper;
   hyper.lr = job::LearningRate(options_.optimizer.lr_schedule,

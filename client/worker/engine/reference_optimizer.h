@@ -51,6 +51,21 @@ class ReferenceOptimizer {
   // false when a non-finite gradient skipped the step.
   absl::StatusOr<bool> Step(const std::vector<Workload*>& rank_workloads);
 
+  // Step in two halves, for a model-parallel job whose slots (one
+  // reference each) share one grad norm: Reduce computes and keeps the
+  // step's reduced gradients and returns their squared norm, leaving out
+  // the params flagged in `norm_skips` (by index; empty: none), and whether
+  // all were finite; Apply then runs Adam with the world's squared norm
+  // (the sum over slots), or skips the step when any slot's gradient was
+  // non-finite (`finite` false). Returns what Step returns.
+  struct Reduced {
+    double sum_squares = 0;
+    bool finite = true;
+  };
+  absl::StatusOr<Reduced> Reduce(const std::vector<Workload*>& rank_workloads,
+                                 const std::vector<bool>& norm_skips = {});
+  absl::StatusOr<bool> Apply(double sum_squares, bool finite);
+
   // Changes W and I for the following steps, as a re-shard does: the
   // gradients are then rounded as the new world's collectives round them;
   // the state is unchanged. Requires world % instances == 0 and E to
@@ -75,6 +90,9 @@ class ReferenceOptimizer {
   Options options_;
   absl::Status init_status_;
   std::vector<std::vector<float>> master_, m_, v_, param_;
+  // Reduce's result, for Apply.
+  std::vector<std::vector<float>> grads_;
+  double batch_ = 1;
   int64_t step_ = 0;
   int64_t adam_step_ = 0;
   double last_grad_norm_ = 0;

@@ -143,9 +143,10 @@ absl::StatusOr<StepEngine::CommitArray> StepEngine::Commit(double local_loss,
     ZSHARD_RETURN_IF_ERROR(buffers_->device().SumSquares(
         b.grads.at(w.start * gb), b.key.grad_dtype, w.segments, w.size(),
         absl::MakeSpan(stats)));
-    for (const device::GradStats& s : stats) {
-      sq += s.sum_squares;
+    for (size_t i = 0; i < stats.size(); ++i) {
+      const device::GradStats& s = stats[i];
       nonfinite += static_cast<double>(s.nonfinite);
+      if (!SkipsInNorm(w.pieces[i].param_index)) sq += s.sum_squares;
     }
   }
   // A discarded step counts as non-finite, so every rank skips it.
@@ -156,13 +157,16 @@ absl::StatusOr<StepEngine::CommitArray> StepEngine::Commit(double local_loss,
   // one rank per instance too). The loss comes from disjoint samples on
   // every rank, so it is summed as is. The stop flag rides along, so
   // stopping at a common step costs no extra collective.
-  CommitArray values = {static_cast<float>(nonfinite / config_.plan.instances),
-                        static_cast<float>(sq / config_.plan.instances),
-                        static_cast<float>(local_loss),
-                        stop_requested ? 1.0f : 0.0f};
-  // Over the whole world: the instance, then across instances.
-  comm::Communicator* const groups[] = {groups_.intra(), groups_.inter()};
-  if (groups[0] != nullptr || groups[1] != nullptr) {
+  CommitArray values = {
+      static_cast<float>(nonfinite / config_.plan.instances),
+      static_cast<float>(sq / config_.plan.instances),
+      config_.counts_loss ? static_cast<float>(local_loss) : 0.0f,
+      stop_requested ? 1.0f : 0.0f};
+  // Over the whole world: the instance, then across instances, then (in a
+  // model-parallel job) across slots.
+  comm::Communicator* const groups[] = {groups_.intra(), groups_.inter(),
+                                        groups_.across()};
+  if (groups[0] != nullptr || groups[1] != nullptr || groups[2] != nullptr) {
     device::Device& dev = buffers_->device();
     void* reduced = commit_buffer_.data();
     const int64_t bytes = static_cast<int64_t>(sizeof(values));

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -27,6 +28,7 @@
 #include "client/worker/engine/step_telemetry.h"
 #include "client/worker/engine/workload.h"
 #include "client/worker/optim/optimizer.h"
+#include "common/job/job_slot.h"
 #include "common/job/job_spec.h"
 #include "common/plan/plan.h"
 
@@ -45,6 +47,19 @@ struct EngineConfig {
   // Prefix of the communicator group names inside `store`. Default
   // "engine".
   std::string group_prefix = "engine";
+  // A model-parallel job's rank (MakeSlotEngineConfig): `model` and `plan`
+  // are its slot's, `rank` its data-parallel rank; the placement maps plan
+  // ranks to epoch ranks and names the commit group across slots. Empty
+  // otherwise.
+  SlotPlacement placement;
+  // By param index: params whose squared gradient the grad norm leaves out
+  // (tp_replicated params on tensor ranks other than 0, counted once, on
+  // tensor rank 0). Empty: every param counts.
+  std::vector<bool> norm_skips;
+  // Whether this rank's loss counts in the reported loss: in a
+  // model-parallel job only the last pipeline stage's tensor rank 0 (the
+  // other tensor ranks compute the same loss, earlier stages none).
+  bool counts_loss = true;
 };
 
 // The config of `rank` for `job` under `plan` (which the caller made with
@@ -55,6 +70,14 @@ struct EngineConfig {
 // client/worker/train/epoch_builder.cc), then calls Step.
 EngineConfig MakeEngineConfig(const job::JobSpec& job, const plan::Plan& plan,
                               int rank, comm::KvStore* store);
+
+// The config of a model-parallel job's rank (job::SlotJobOf(job, world,
+// epoch rank)) under its slot's `plan` (MakePlan(slot.spec.model,
+// JobPlanOptions(slot.spec, slot.world))): the slot's groups are named per
+// slot, the commit group across slots per data-parallel rank.
+EngineConfig MakeSlotEngineConfig(const job::JobSpec& job,
+                                  const job::SlotJob& slot,
+                                  const plan::Plan& plan, comm::KvStore* store);
 
 class StepEngine;
 
@@ -206,6 +229,12 @@ class StepEngine {
                                          Reduction& reduction);
   // Local norm and count, then the world all-reduce of the commit values;
   // `discard` counts a non-finite gradient, so every rank skips the step.
+  // Whether param `p`'s squared gradient stays out of the norm here
+  // (EngineConfig::norm_skips).
+  bool SkipsInNorm(int p) const {
+    return p >= 0 && p < static_cast<int>(config_.norm_skips.size()) &&
+           config_.norm_skips[static_cast<size_t>(p)];
+  }
   absl::StatusOr<CommitArray> Commit(double local_loss, bool stop_requested,
                                      bool discard, StepTelemetry& t);
   // Past the commit point: counts the step, then skips it or runs Adam

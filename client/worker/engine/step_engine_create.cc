@@ -36,6 +36,27 @@ EngineConfig MakeEngineConfig(const job::JobSpec& job, const plan::Plan& plan,
   return config;
 }
 
+EngineConfig MakeSlotEngineConfig(const job::JobSpec& job,
+                                  const job::SlotJob& slot,
+                                  const plan::Plan& plan,
+                                  comm::KvStore* store) {
+  EngineConfig config = MakeEngineConfig(slot.spec, plan, slot.rank, store);
+  if (!job.parallel.model_parallel()) return config;
+  const plan::Position& pos = slot.position;
+  config.group_prefix = absl::StrCat("engine/", job.name, "/slot/", slot.slot);
+  config.placement.epoch_ranks = slot.group;
+  config.placement.across.name =
+      absl::StrCat("engine/", job.name, "/across/", slot.rank);
+  config.placement.across.rank = slot.slot;
+  config.placement.across.members = slot.across;
+  config.norm_skips.reserve(config.model.params.size());
+  for (const plan::ParamSpec& param : config.model.params) {
+    config.norm_skips.push_back(!plan::CountsInGradNorm(param, pos.tp));
+  }
+  config.counts_loss = pos.tp == 0 && pos.pp == job.parallel.pipeline - 1;
+  return config;
+}
+
 StepEngine::StepEngine(const EngineConfig& config, const EngineOptions& options)
     : config_(config), options_(options) {
   hyper_.lr = config.optimizer.lr;
@@ -134,13 +155,13 @@ absl::Status StepEngine::Connect() {
   co.chunk_bytes = options_.chunk_bytes;
   co.device = CommDeviceOf(dev.spec());
   co.cuda_device = dev.spec().ordinal;
-  if (config_.plan.world > 1) {
+  if (config_.plan.world > 1 || config_.placement.across.size() > 1) {
     ZSHARD_ASSIGN_OR_RETURN(
         commit_buffer_,
         dev.Allocate(device::MemoryCategory::kComm, sizeof(CommitArray)));
   }
-  return groups_.NameEpochPeer(
-      groups_.Connect(config_.plan, config_.rank, config_.group_prefix, co));
+  return groups_.NameEpochPeer(groups_.Connect(
+      config_.plan, config_.rank, config_.group_prefix, co, config_.placement));
 }
 
 absl::Status StepEngine::PublishParams() {

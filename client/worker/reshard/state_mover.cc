@@ -209,7 +209,7 @@ absl::Status StateMover::RunMoves(MoveStats& stats) {
   if (old_state != nullptr) old_space.emplace(*old_state);
   if (new_state != nullptr) new_space.emplace(*new_state);
   Coverage coverage(new_space ? new_space->num_params() : 0);
-  if (old_space && new_space) {
+  if (old_space && new_space && input_.keep_local) {
     ZSHARD_ASSIGN_OR_RETURN(
         const int64_t kept,
         KeepLocal(*old_state, *old_space, *new_state, *new_space, coverage));

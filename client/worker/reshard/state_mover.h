@@ -69,6 +69,10 @@ struct MoveInput {
   // window). Params outside owned windows are left to the caller's
   // all-gather. Not owned.
   engine::EngineBuffers* new_state = nullptr;
+  // Whether what both old_state and new_state own is copied locally (no
+  // move names it). False when the two are different models' state: a
+  // model-parallel worker whose slot changed, whose old state is only sent.
+  bool keep_local = true;
   // This worker's moves: those it sends or receives, each with its index in
   // the epoch's full list (moves naming neither end as this worker are
   // ignored, so the full list works too). Any order: they run in index

@@ -70,18 +70,28 @@ void NameFailedPeer(const EpochInfo& epoch, const absl::Status& status,
 
 absl::StatusOr<plan::Plan> CheckedPlan(const job::JobSpec& job, int world,
                                        int64_t epoch,
-                                       const std::string& plan_hash) {
+                                       const std::string& plan_hash,
+                                       const job::SlotJob* slot) {
+  // A model-parallel job's epoch carries the whole parallel plan's hash;
+  // this rank makes only its slot's plan.
+  const bool parallel = slot != nullptr && job.parallel.model_parallel();
   absl::StatusOr<plan::Plan> plan =
-      plan::MakePlan(job.model, job::JobPlanOptions(job, world));
+      parallel ? plan::MakePlan(slot->spec.model,
+                                job::JobPlanOptions(slot->spec, slot->world))
+               : plan::MakePlan(job.model, job::JobPlanOptions(job, world));
   if (!plan.ok()) {
     return absl::Status(
         plan.status().code(),
-        absl::StrCat("plan for world ", world, ": ", plan.status().message()));
+        absl::StrCat("plan for world ", world,
+                     parallel ? absl::StrCat(" (slot ", slot->slot, ")") : "",
+                     ": ", plan.status().message()));
   }
-  if (plan->hash != plan_hash) {
+  const std::string mine =
+      parallel ? job::ParallelJobHash(job, world) : plan->hash;
+  if (mine != plan_hash) {
     return absl::FailedPreconditionError(absl::StrCat(
         "plan hash mismatch for world ", world, " in epoch ", epoch,
-        ": coordinator '", plan_hash, "', this worker '", plan->hash, "'"));
+        ": coordinator '", plan_hash, "', this worker '", mine, "'"));
   }
   return plan;
 }
@@ -126,6 +136,19 @@ absl::Status FinishPending(const EpochInfo& epoch, const BuildInput& input) {
   return absl::OkStatus();
 }
 
+// Whether this worker's base state is of the slot it holds now (always in
+// a job without model parallelism).
+bool SameSlot(const job::JobSpec& job, const BuildInput& input,
+              const std::optional<job::SlotJob>& now) {
+  if (!job.parallel.model_parallel() || !now.has_value() ||
+      input.base == nullptr || input.base->epoch.rank < 0) {
+    return true;
+  }
+  absl::StatusOr<job::SlotJob> before =
+      job::SlotJobOf(job, input.base->epoch.world, input.base->epoch.rank);
+  return before.ok() && before->slot == now->slot;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HeldEngine>> BuildEpoch(BuildInput input) {
@@ -156,19 +179,23 @@ absl::StatusOr<std::unique_ptr<HeldEngine>> BuildEpoch(BuildInput input) {
   comm::KvStore* store = held->abortable_store.get();
   std::unique_ptr<engine::EngineBuffers> buffers;
   std::optional<plan::Plan> plan;
+  // Everything this rank holds is its slot's (the job itself without model
+  // parallelism): model, plan, workload and buffers.
+  std::optional<job::SlotJob> slot;
   if (epoch.rank >= 0) {
-    ZSHARD_ASSIGN_OR_RETURN(
-        plan, CheckedPlan(job, epoch.world, epoch.epoch, epoch.plan_hash));
+    ZSHARD_ASSIGN_OR_RETURN(slot, job::SlotJobOf(job, epoch.world, epoch.rank));
+    ZSHARD_ASSIGN_OR_RETURN(plan, CheckedPlan(job, epoch.world, epoch.epoch,
+                                              epoch.plan_hash, &*slot));
     // The job's first epoch starts from the workload's initial params.
     const bool fresh = epoch.base_epoch == 0 && !epoch.restore;
     ZSHARD_ASSIGN_OR_RETURN(
         held->workload,
         input.make_workload
-            ? input.make_workload(job, epoch.world, epoch.rank, fresh)
-            : engine::MakeWorkload(job, epoch.world, epoch.rank));
+            ? input.make_workload(slot->spec, slot->world, slot->rank, fresh)
+            : engine::MakeWorkload(slot->spec, slot->world, slot->rank));
     if (fresh) {
       engine::EngineConfig config =
-          engine::MakeEngineConfig(job, *plan, epoch.rank, store);
+          engine::MakeSlotEngineConfig(job, *slot, *plan, store);
       ZSHARD_ASSIGN_OR_RETURN(
           held->engine,
           engine::StepEngine::Create(config, input.options, *held->workload));
@@ -176,7 +203,7 @@ absl::StatusOr<std::unique_ptr<HeldEngine>> BuildEpoch(BuildInput input) {
     }
     ZSHARD_ASSIGN_OR_RETURN(
         buffers, engine::EngineBuffers::Create(
-                     job.model, *plan, epoch.rank, *held->workload,
+                     slot->spec.model, *plan, slot->rank, *held->workload,
                      input.options.device, input.options.shared_buffers));
   }
   if (buffers != nullptr || SendsState(epoch)) {
@@ -184,6 +211,7 @@ absl::StatusOr<std::unique_ptr<HeldEngine>> BuildEpoch(BuildInput input) {
     move.self = epoch.worker_id;
     move.old_state = old_state;
     move.new_state = buffers.get();
+    move.keep_local = SameSlot(job, input, slot);
     move.moves = epoch.moves;
     move.checkpoint_files = epoch.checkpoint_files;
     move.checkpoint_dir = epoch.restore_dir;
@@ -210,7 +238,7 @@ absl::StatusOr<std::unique_ptr<HeldEngine>> BuildEpoch(BuildInput input) {
   }
   if (buffers == nullptr) return held;
   engine::EngineConfig config =
-      engine::MakeEngineConfig(job, *plan, epoch.rank, store);
+      engine::MakeSlotEngineConfig(job, *slot, *plan, store);
   engine::EngineOptions options = input.options;
   if (input.set_engine) options.on_connected = input.set_engine;
   ZSHARD_ASSIGN_OR_RETURN(

@@ -17,6 +17,7 @@
 #include "client/worker/engine/workload.h"
 #include "client/worker/reshard/state_mover.h"
 #include "client/worker/runner/runner.h"
+#include "common/job/job_slot.h"
 #include "common/job/job_spec.h"
 
 namespace zshard::worker {
@@ -62,10 +63,13 @@ void NameFailedPeer(const EpochInfo& epoch, const absl::Status& status,
                     RunnerFailure* failure);
 
 // The plan of `world` for `job`, checked against the coordinator's hash
-// (FailedPrecondition "plan hash mismatch ..." otherwise).
+// (FailedPrecondition "plan hash mismatch ..." otherwise). In a
+// model-parallel job, `slot` (job::SlotJobOf) picks the slot whose plan is
+// made, and the hash checked is the whole parallel plan's.
 absl::StatusOr<plan::Plan> CheckedPlan(const job::JobSpec& job, int world,
                                        int64_t epoch,
-                                       const std::string& plan_hash);
+                                       const std::string& plan_hash,
+                                       const job::SlotJob* slot = nullptr);
 
 struct BuildInput {
   const job::JobSpec* job = nullptr;
@@ -86,7 +90,8 @@ struct BuildInput {
   // EngineOptions::on_connected); Abort() on it ends that all-gather.
   // Optional.
   std::function<void(engine::StepEngine*)> set_engine;
-  // Makes the epoch's workload (rank `rank` of `world`; `fresh` for the
+  // Makes the epoch's workload (rank `rank` of `world`, a model-parallel
+  // job's slot job and data-parallel rank and size; `fresh` for the
   // job's first epoch, whose params come from the workload). Default
   // (null): engine::MakeWorkload.
   std::function<absl::StatusOr<std::unique_ptr<engine::Workload>>(

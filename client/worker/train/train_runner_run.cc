@@ -185,14 +185,25 @@ void TrainRunner::AfterStep(HeldEngine* held, const engine::StepTelemetry& t) {
   if (hub_ != nullptr) hub_->SendDone();
   LogEngineMemory("memory", step, t.memory);
   if (options_.dump_master_dir.empty()) return;
-  absl::Status dumped =
-      engine::DumpMasters(engine.buffers(), options_.dump_master_dir);
+  // A model-parallel job's slots dump into a folder each: their plans and
+  // param indices are their own.
+  std::string dir = options_.dump_master_dir;
+  if (job_.parallel.model_parallel()) {
+    absl::StatusOr<job::SlotJob> slot =
+        job::SlotJobOf(job_, held->epoch.world, held->epoch.rank);
+    if (!slot.ok()) {
+      Fail(slot.status());
+      return;
+    }
+    dir = absl::StrCat(dir, "/slot-", slot->slot);
+  }
+  absl::Status dumped = engine::DumpMasters(engine.buffers(), dir);
   if (!dumped.ok()) {
     Fail(dumped);
     return;
   }
-  ZSHARD_LOG_INFO("masters dumped", {{"dir", options_.dump_master_dir},
-                                     {"rank", absl::StrCat(held->epoch.rank)}});
+  ZSHARD_LOG_INFO("masters dumped",
+                  {{"dir", dir}, {"rank", absl::StrCat(held->epoch.rank)}});
 }
 
 }  // namespace zshard::worker

@@ -26,6 +26,9 @@ class WorldChoice {
   // policy's choice under the cap, skipping downwards the worlds the plan
   // cannot be made for (e.g. expert_parallel not dividing D).
   int Choose(int healthy);
+  // Why `chosen` is the world for `healthy` members (ExplainWorld, or
+  // ExplainParallelWorld for a model-parallel job).
+  std::string Explain(int chosen, int healthy) const;
   // Why `healthy` members form no world.
   std::string Unviable(int healthy) const;
   // Records `why` no world can be formed now; true when it differs from

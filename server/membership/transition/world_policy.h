@@ -48,6 +48,9 @@ struct RankCandidate {
   int prev_rank = -1;  // rank in the epoch that holds the state, -1 if none
   bool spare = false;  // a spare of the committed epoch
   int64_t join_seq = 0;
+  // Its "node" label (empty: none): a model-parallel job places a tensor
+  // parallel group on one node when it can (parallel_policy.h).
+  std::string node;
 };
 
 // The shape AssignRanks fills.

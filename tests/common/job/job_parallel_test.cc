@@ -4,6 +4,7 @@
 // refused in one line naming the field.
 #include <string>
 
+#include "common/job/job_slot.h"
 #include "common/job/job_spec.h"
 #include "common/plan/parallel_plan.h"
 #include "gmock/gmock.h"
@@ -185,6 +186,41 @@ INSTANTIATE_TEST_SUITE_P(
                    {"slots": [], "params": []}})",
                 "model must have exactly one of 'preset', 'params' and "
                 "'slots'"}));
+
+}  // namespace
+}  // namespace zshard::job
+
+namespace zshard::job {
+namespace {
+
+// A worker rank's slot job: its slot's params, the data-parallel sizes, and
+// a plan that is the parallel plan's slot plan (same hash).
+TEST(SlotJobTest, ARankRunsItsSlotsSingleSlotJob) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(Job(kSlots));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  // W = 16, T = P = C = 2: R = 2; rank 13 = tp 1 + 2 x (cp 0 + 2 x (replica
+  // 1 + 2 x pp 1)).
+  absl::StatusOr<SlotJob> slot = SlotJobOf(*spec, 16, 13);
+  ASSERT_TRUE(slot.ok()) << slot.status();
+  EXPECT_EQ(slot->position, (plan::Position{1, 1, 1, 0}));
+  EXPECT_EQ(slot->slot, 3);
+  EXPECT_EQ(slot->world, 4);  // R x C
+  EXPECT_EQ(slot->rank, 2);   // cp + C x replica
+  EXPECT_EQ(slot->spec.model.params[0].name, "s11.w");
+  EXPECT_FALSE(slot->spec.parallel.model_parallel());
+  EXPECT_EQ(slot->spec.world.max, 4);
+  EXPECT_EQ(slot->group, (std::vector<int>{9, 11, 13, 15}));
+  EXPECT_EQ(slot->across, (std::vector<int>{4, 5, 12, 13}));
+  absl::StatusOr<plan::Plan> own =
+      plan::MakePlan(slot->spec.model, JobPlanOptions(slot->spec, slot->world));
+  absl::StatusOr<plan::ParallelPlan> whole = plan::MakeParallelPlan(
+      JobParallelModel(*spec), JobParallelPlanOptions(*spec, 16));
+  ASSERT_TRUE(own.ok() && whole.ok());
+  EXPECT_EQ(own->hash, whole->slots[3].hash);
+  EXPECT_EQ(ParallelJobHash(*spec, 16), whole->hash);
+  EXPECT_FALSE(SlotJobOf(*spec, 12, 0).ok());   // not a multiple of 8
+  EXPECT_FALSE(SlotJobOf(*spec, 16, 16).ok());  // rank outside the world
+}
 
 }  // namespace
 }  // namespace zshard::job

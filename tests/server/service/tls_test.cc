@@ -103,17 +103,33 @@ TEST(TlsOptionsTest, CertWithoutKeyIsRefused) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST(CoordinatorStartTest, AModelParallelJobIsRefusedInOneLine) {
+// What the coordinator does not run of a model-parallel job yet is refused
+// in one line naming it: a workload other than the synthetic one, and
+// checkpoints.
+TEST(CoordinatorStartTest, WhatAModelParallelJobCannotRunIsRefusedInOneLine) {
   job::JobSpec spec = testing::TestJob();
   spec.parallel.tensor = 2;
+  spec.slots = {spec.model, spec.model};
+  spec.workload.kind = job::WorkloadKind::kTrainer;
+  const std::string what = "job '" + spec.name +
+                           "' is model-parallel (tensor 2, pipeline 1, "
+                           "context 1): ";
   absl::StatusOr<std::unique_ptr<Coordinator>> c =
       Coordinator::Start(spec, CoordinatorOptions());
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(c.status().message(),
-            "job '" + spec.name +
-                "' is model-parallel (tensor 2, pipeline 1, context 1): the "
-                "coordinator does not run model-parallel jobs yet");
+            what +
+                "the coordinator runs model-parallel jobs with the synthetic "
+                "workload only yet (workload 'trainer')");
+  spec.workload.kind = job::WorkloadKind::kSynthetic;
+  spec.checkpoint.dir = "/tmp/unused-ckpt";
+  c = Coordinator::Start(spec, CoordinatorOptions());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            what +
+                "checkpoints of model-parallel jobs are not written yet: "
+                "remove checkpoint.dir and --restore");
 }
 
 TEST(CoordinatorStartTest, UnusableStateDirFailsCleanly) {

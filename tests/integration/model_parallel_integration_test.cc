@@ -1,0 +1,211 @@
+// Model-parallel jobs end to end with real processes on 127.0.0.1 (issue
+// 32, synthetic workload, no torch): T = 2, P = 2, R = 2 (eight workers) in
+// two instances, each slot's optimizer state sharded over its own
+// data-parallel domain and the commit point's grad norm over the whole
+// world. A killed worker's position is taken by a spare, moving only its
+// slot's shard; with no spare its replica is dissolved (keep_d: no byte
+// moves) and the job finishes at one replica. Every run ends with each
+// slot's dumped masters equal to the reference (one reference optimizer per
+// slot, the world's norm shared).
+
+#include <signal.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/job/job_slot.h"
+#include "common/plan/parallel.h"
+#include "common/status.h"
+#include "gtest/gtest.h"
+#include "tests/integration/elastic_cluster.h"
+#include "tests/integration/elastic_expect.h"
+#include "tests/integration/parallel_reference.h"
+
+namespace zshard::testing {
+namespace {
+
+// T = 2, P = 2, world 4..8 in two instances (keep_d: D = 1 at R = 2), and a
+// clipping bound the synthetic gradients exceed, so that the result
+// depends on the norm being the world's.
+ElasticJob ParallelJob() {
+  ElasticJob job;
+  job.name = "tp2pp2";
+  job.tensor = 2;
+  job.pipeline = 2;
+  job.instances = 2;
+  job.min_world = 4;
+  job.max_world = 8;
+  job.steps = 40;
+  job.clip_grad_norm = 0.05;
+  return job;
+}
+
+// Each slot's dumped masters equal the reference of `steps` at `world`.
+void ExpectParallelMasters(ElasticRun& run, int world) {
+  auto spec = run.job().Spec();
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto checks =
+      CheckParallelDump(run.dump_dir(), *spec, world, run.job().steps);
+  ASSERT_TRUE(checks.ok()) << checks.status() << "\n" << run.Diagnostics();
+  for (size_t s = 0; s < checks->size(); ++s) {
+    EXPECT_TRUE((*checks)[s].ok())
+        << "slot " << s << ": " << (*checks)[s].ToString();
+  }
+}
+
+// The dumped masters of an undisturbed run of `job` at `world` workers.
+absl::StatusOr<std::vector<Masters>> UndisturbedMasters(const ElasticJob& job,
+                                                        int world) {
+  ElasticRun run(job);
+  ZSHARD_RETURN_IF_ERROR(run.Start());
+  const std::vector<std::string> names = WorkerNames(world);
+  ZSHARD_RETURN_IF_ERROR(run.StartWorkers(names));
+  for (const auto& [name, rc] : run.WaitForExits(names, kExitMs)) {
+    if (rc != 0) {
+      return absl::InternalError(
+          absl::StrCat(name, " exited ", rc, "\n", run.Diagnostics()));
+    }
+  }
+  ZSHARD_ASSIGN_OR_RETURN(const job::JobSpec spec, job.Spec());
+  return LoadParallelDump(run.dump_dir(), spec);
+}
+
+// Parameter elements of slot `slot` owned by its data-parallel rank
+// `dp_rank` at `world` workers.
+int64_t SlotOwned(const job::JobSpec& spec, int world, int slot, int dp_rank) {
+  const job::JobSpec slot_spec = job::SlotSpec(spec, slot);
+  auto owned = OwnedElements(
+      slot_spec, plan::DataParallelSize(spec.parallel, world), dp_rank);
+  EXPECT_TRUE(owned.ok()) << owned.status();
+  return owned.ok() ? *owned : -1;
+}
+
+// The premise of the tests: the slots' results depend on sharing one norm.
+TEST(ModelParallelReferenceTest, TheWorldsNormChangesTheResult) {
+  auto spec = ParallelJob().Spec();
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto world = ParallelReferenceMasters(*spec, 8, 20, /*world_norm=*/true);
+  auto own = ParallelReferenceMasters(*spec, 8, 20, /*world_norm=*/false);
+  ASSERT_TRUE(world.ok() && own.ok());
+  ASSERT_EQ(world->size(), 4u);
+  for (size_t s = 0; s < world->size(); ++s) {
+    EXPECT_GT(MaxDifference((*world)[s], (*own)[s]),
+              MasterTolerance((*world)[s], 20))
+        << "slot " << s;
+  }
+}
+
+// Two undisturbed runs at one world size are bit-identical (world.min 8:
+// the job never forms at 4 and grows, which rounds its first steps as a
+// world of 4 does).
+TEST(ModelParallelIntegrationTest, TwoRunsAreBitIdentical) {
+  ElasticJob job = ParallelJob();
+  job.min_world = 8;
+  auto a = UndisturbedMasters(job, 8);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = UndisturbedMasters(job, 8);
+  ASSERT_TRUE(b.ok()) << b.status();
+  for (size_t s = 0; s < a->size(); ++s) {
+    EXPECT_TRUE((*a)[s] == (*b)[s])
+        << "slot " << s << ": two runs differ by up to "
+        << MaxDifference((*a)[s], (*b)[s]);
+  }
+}
+
+// Eight workers and a spare: kill -9 the worker at rank 5 (tp 1, replica 0,
+// pp 1); the spare takes that position and only that slot's state moves
+// (the whole slot from the other replica: D = 1), bytes = lower bound.
+TEST(ModelParallelIntegrationTest, SpareTakesAKilledPositionMovingOnlyItsSlot) {
+  ElasticJob job = ParallelJob();
+  job.min_world = 8;  // world 8 from the first step (see TwoRuns...)
+  ElasticRun run(job);
+  ASSERT_TRUE(run.Start().ok()) << run.CoordinatorLog();
+  const std::vector<std::string> names = WorkerNames(9);
+  ASSERT_TRUE(run.StartWorkers(names).ok());
+  auto before = run.WaitForRanksAtStep(8, 8, kStartMs);
+  ASSERT_TRUE(before.ok()) << before.status() << "\n" << run.Diagnostics();
+  const int victim_rank = 5;
+  const std::string victim = HolderOf(*before, victim_rank);
+  ASSERT_FALSE(victim.empty());
+  const std::string spare = SpareOf(*before);
+  ASSERT_FALSE(spare.empty()) << before->ShortDebugString();
+  const int64_t seq = LastSeq(run.Events());
+  run.cluster().worker(victim)->Signal(SIGKILL);
+
+  auto stable = run.WaitForEvent("stable", seq, job.lease_timeout_ms + 30000);
+  ASSERT_TRUE(stable.ok()) << stable.status() << "\n" << run.Diagnostics();
+  ExpectExitedZero(run, Without(names, victim));
+  auto after = run.Status();
+  ASSERT_TRUE(after.ok());
+
+  const std::vector<v1::Event> events = run.Events();
+  const std::vector<v1::Event> moves = EventsOfKind(events, "moves", seq);
+  ASSERT_EQ(moves.size(), 1u) << DescribeEvents(events);
+  auto spec = job.Spec();
+  ASSERT_TRUE(spec.ok());
+  const plan::Position pos = plan::PositionOf(spec->parallel, 8, victim_rank);
+  const int slot = plan::SlotIndex(spec->parallel, pos.tp, pos.pp);
+  const int64_t owned =
+      SlotOwned(*spec, 8, slot, plan::DataParallelRank(spec->parallel, pos));
+  EXPECT_EQ(BytesInReason(moves[0].reason()), 12 * owned) << moves[0].reason();
+  EXPECT_EQ(LowerBoundInReason(moves[0].reason()), 12 * owned)
+      << moves[0].reason();
+  ExpectParallelMasters(run, 8);
+  // Bit for bit the masters of the same job run undisturbed.
+  auto killed = LoadParallelDump(run.dump_dir(), *spec);
+  ASSERT_TRUE(killed.ok()) << killed.status();
+  auto undisturbed = UndisturbedMasters(job, 8);
+  ASSERT_TRUE(undisturbed.ok()) << undisturbed.status();
+  ASSERT_EQ(killed->size(), undisturbed->size());
+  for (size_t s = 0; s < killed->size(); ++s) {
+    EXPECT_TRUE((*killed)[s] == (*undisturbed)[s])
+        << "slot " << s << ": the run through the kill differs from the "
+        << "undisturbed run by up to "
+        << MaxDifference((*killed)[s], (*undisturbed)[s]);
+  }
+}
+
+// keep_d with eight workers and no spare: kill -9 the worker at rank 2
+// (replica 1): replica 1 is dissolved (its three others become spares),
+// replica 0 trains on alone (R = 1, I = 1) with no byte moved, and the
+// run ends at the reference.
+TEST(ModelParallelIntegrationTest, KeepDWithoutSpareDissolvesTheReplica) {
+  ElasticJob job = ParallelJob();
+  auto spec = job.Spec();
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->world.resize, job::ResizePolicy::kKeepD);
+  ElasticRun run(job);
+  ASSERT_TRUE(run.Start().ok()) << run.CoordinatorLog();
+  const std::vector<std::string> names = WorkerNames(8);
+  ASSERT_TRUE(run.StartWorkers(names).ok());
+  auto before = run.WaitForRanksAtStep(8, 8, kStartMs);
+  ASSERT_TRUE(before.ok()) << before.status() << "\n" << run.Diagnostics();
+  const int victim_rank = 2;
+  const std::string victim = HolderOf(*before, victim_rank);
+  ASSERT_FALSE(victim.empty());
+  // Replica 0 (ranks 0, 1, 4, 5) stays whole, in its positions.
+  std::vector<std::string> kept;
+  for (int r : {0, 1, 4, 5}) kept.push_back(HolderOf(*before, r));
+  const int64_t seq = LastSeq(run.Events());
+  run.cluster().worker(victim)->Signal(SIGKILL);
+
+  auto stable = run.WaitForEvent("stable", seq, job.lease_timeout_ms + 30000);
+  ASSERT_TRUE(stable.ok()) << stable.status() << "\n" << run.Diagnostics();
+  auto after = run.Status();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->world(), 4) << after->ShortDebugString();
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(HolderOf(*after, r), kept[static_cast<size_t>(r)])
+        << after->ShortDebugString();
+  }
+  const std::vector<v1::Event> events = run.Events();
+  const std::vector<v1::Event> moves = EventsOfKind(events, "moves", seq);
+  ASSERT_EQ(moves.size(), 1u) << DescribeEvents(events);
+  EXPECT_EQ(BytesInReason(moves[0].reason()), 0) << moves[0].reason();
+  ExpectExitedZero(run, Without(names, victim));
+  ExpectParallelMasters(run, 8);
+}
+
+}  // namespace
+}  // namespace zshard::testing
