@@ -182,11 +182,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
     // The only coordinator of its store: it leads from the start.
     ZSHARD_RETURN_IF_ERROR(c->AdoptStoredModelLocked());
     if (job::HasModel(c->spec_)) {
-      ZSHARD_ASSIGN_OR_RETURN(
-          c->leadership_,
-          Leadership::Start(c->spec_, c->options_, c->locked_store_.get(),
-                            c->rpc_metrics_.get(),
-                            [raw = c.get()] { return raw->View(); }));
+      ZSHARD_RETURN_IF_ERROR(c->ServeLeadershipLocked(/*rebuild=*/false));
     } else {
       c->intake_ = true;
     }
@@ -310,6 +306,17 @@ void Coordinator::StopServerLocked() {
   server_.reset();
 }
 
+absl::Status Coordinator::ServeLeadershipLocked(bool rebuild) {
+  ZSHARD_ASSIGN_OR_RETURN(
+      std::unique_ptr<Leadership> leadership,
+      Leadership::Start(spec_, options_, locked_store_.get(),
+                        rpc_metrics_.get(), [this] { return View(); }));
+  if (rebuild) StopServerLocked();  // the standby's or the model intake's
+  leadership_ = std::move(leadership);
+  intake_ = false;
+  return rebuild ? BuildServerLocked() : absl::OkStatus();
+}
+
 absl::Status Coordinator::TakeOverLocked() {
   std::optional<LeaderElection::Fence> fence = election_->LeadingFence();
   if (!fence.has_value()) return absl::OkStatus();  // lost it again
@@ -323,20 +330,11 @@ absl::Status Coordinator::TakeOverLocked() {
     ZSHARD_RETURN_IF_ERROR(BuildServerLocked());
     return StartIntakeLocked();
   }
-  auto leadership =
-      Leadership::Start(spec_, options_, locked_store_.get(),
-                        rpc_metrics_.get(), [this] { return View(); });
-  if (!leadership.ok()) {
+  if (absl::Status s = ServeLeadershipLocked(/*rebuild=*/true); !s.ok()) {
     return absl::Status(
-        leadership.status().code(),
-        absl::StrCat(
-            "came to lead etcd prefix '", store_prefix_,
-            "' but cannot load the state: ", leadership.status().message()));
+        s.code(), absl::StrCat("came to lead etcd prefix '", store_prefix_,
+                               "' but cannot load the state: ", s.message()));
   }
-  StopServerLocked();  // the standby's (or the model intake's)
-  leadership_ = *std::move(leadership);
-  intake_ = false;
-  ZSHARD_RETURN_IF_ERROR(BuildServerLocked());
   Membership* m = leadership_->membership();
   const std::string previous =
       last_leader_.empty() || last_leader_ == advertise_ ? std::string()

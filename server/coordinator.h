@@ -131,6 +131,12 @@ class Coordinator {
   // Builds and starts the gRPC server: the leader's services, or the
   // standby's generic handler (leadership_ null).
   absl::Status BuildServerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  // Loads the job's state and becomes its leader: a Leadership replaces the
+  // standby's or the model intake's service; with `rebuild` the server is
+  // built again to serve it (Start builds its first one after). On error
+  // nothing changed.
+  absl::Status ServeLeadershipLocked(bool rebuild)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   void StopServerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   // Standby to leader, and back.
   absl::Status TakeOverLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);

@@ -86,16 +86,7 @@ void Coordinator::FinishIntake() {
   if (etcd_store_ != nullptr) {
     s = TakeOverLocked();
   } else {
-    auto leadership =
-        Leadership::Start(spec_, options_, locked_store_.get(),
-                          rpc_metrics_.get(), [this] { return View(); });
-    s = leadership.status();
-    if (s.ok()) {
-      StopServerLocked();  // the intake's
-      leadership_ = *std::move(leadership);
-      intake_ = false;
-      s = BuildServerLocked();
-    }
+    s = ServeLeadershipLocked(/*rebuild=*/true);
   }
   if (s.ok() && leadership_ != nullptr) {
     leadership_->membership()->CoordinatorEvent(

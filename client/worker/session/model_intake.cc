@@ -45,9 +45,4 @@ std::shared_ptr<trainer::TrainerHub> ModelIntake::hub() const {
   return hub_;
 }
 
-void ModelIntake::Shutdown() {
-  std::shared_ptr<trainer::TrainerHub> hub = this->hub();
-  if (hub != nullptr) hub->Shutdown();
-}
-
 }  // namespace zshard::worker

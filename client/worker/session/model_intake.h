@@ -25,17 +25,16 @@ class ModelIntake {
 
   // The model object (JSON text) of the trainer attached to this worker's
   // socket, waiting at most `wait_ms` for one (the hub starts on the first
-  // call). DeadlineExceeded when none attached in time; FailedPrecondition
-  // without a socket; the hub's error when the socket cannot be opened.
+  // call). The session calls it in short slices, so that a Stop() before
+  // the join is seen between them. DeadlineExceeded when none attached in time;
+  // FailedPrecondition without a socket; the hub's error when the socket cannot
+  // be opened.
   absl::StatusOr<std::string> WaitForModel(const std::string& job_name,
                                            int64_t wait_ms);
 
   // The hub, once WaitForModel started it; null before. Its trainer (if
   // attached) stays attached.
   std::shared_ptr<trainer::TrainerHub> hub() const;
-
-  // Ends a WaitForModel in progress (Cancelled) and stops accepting.
-  void Shutdown();
 
  private:
   const std::string socket_;
