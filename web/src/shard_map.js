@@ -1,0 +1,114 @@
+// The shard map: per buffer and bucket, one bar per instance over the
+// bucket's elements, cut where each rank's shard begins and coloured by the
+// member that owns it; ticks where params begin; hover for the params and
+// element ranges. Segments carry data-* attributes (buffer, bucket,
+// instance, rank, worker, begin, end) that the browser tests read.
+'use strict';
+
+// Merges a bucket's pieces into each rank's contiguous ranges of bucket
+// offsets: [{instance, rank, worker, begin, end, pieces: [...]}], sorted.
+ZS.segments = function (pieces) {
+  const byRank = new Map();
+  for (const p of pieces) {
+    const rank = ZS.num(p.rank);
+    if (!byRank.has(rank)) byRank.set(rank, []);
+    byRank.get(rank).push(p);
+  }
+  const out = [];
+  for (const [rank, list] of byRank) {
+    list.sort((a, b) => ZS.num(a.offsetInBucket) - ZS.num(b.offsetInBucket));
+    let cur = null;
+    for (const p of list) {
+      const begin = ZS.num(p.offsetInBucket);
+      const end = begin + ZS.num(p.paramEnd) - ZS.num(p.paramBegin);
+      if (cur && cur.end === begin) {
+        cur.end = end;
+        cur.pieces.push(p);
+      } else {
+        cur = { instance: ZS.num(p.instance), rank, worker: p.worker || '', begin, end, pieces: [p] };
+        out.push(cur);
+      }
+    }
+  }
+  out.sort((a, b) => a.instance - b.instance || a.begin - b.begin);
+  return out;
+};
+
+// The bucket's pieces for every (buffer, bucket) of `plan` (GetPlan's
+// summary): [{buffer, bucket, pieces}].
+ZS.loadMap = async function (plan) {
+  const out = [];
+  const buffers = plan.buffers || [];
+  for (let b = 0; b < buffers.length; ++b) {
+    for (let k = 0; k < ZS.num(buffers[b].buckets); ++k) {
+      out.push({ buffer: b, bucket: k, pieces: await ZS.planPieces({ buffer: b, bucket: k }) });
+    }
+  }
+  return out;
+};
+
+const kWidth = 960;
+const kRow = 22;
+
+// Draws `buckets` (from loadMap) into `root`. `previous` (may be null) is
+// the map before the latest transition: segments whose owner changed are
+// drawn as moved. `dead` names workers whose ranges flash.
+ZS.drawMap = function (root, buckets, previous, dead) {
+  root.replaceChildren();
+  const before = new Map();
+  for (const bk of previous || []) {
+    for (const s of ZS.segments(bk.pieces)) {
+      before.set([bk.buffer, bk.bucket, s.instance, s.begin, s.end].join('/'), s.worker);
+    }
+  }
+  const tip = document.getElementById('tip');
+  for (const bk of buckets) {
+    const segs = ZS.segments(bk.pieces);
+    if (segs.length === 0) continue;
+    const instances = [...new Set(segs.map((s) => s.instance))].sort((a, b) => a - b);
+    let span = 0;
+    for (const s of segs) span = Math.max(span, s.end);
+    const x = (v) => 80 + (v / span) * (kWidth - 90);
+    const svg = ZS.el('svg', { width: kWidth, height: instances.length * kRow + 8, class: 'bucket-map' });
+    instances.forEach((inst, row) => {
+      const y = 4 + row * kRow;
+      svg.appendChild(ZS.el('text', { x: 4, y: y + 15, class: 'rowlabel' }, 'instance ' + inst));
+      for (const s of segs.filter((t) => t.instance === inst)) {
+        const key = [bk.buffer, bk.bucket, s.instance, s.begin, s.end].join('/');
+        const was = before.get(key);
+        const cls = ['seg'];
+        if (previous && was !== undefined && was !== s.worker) cls.push('moved');
+        if (dead && dead.has(s.worker)) cls.push('dead');
+        const r = ZS.el('rect', {
+          x: x(s.begin), y, width: Math.max(1, x(s.end) - x(s.begin)), height: kRow - 4,
+          fill: ZS.colour(s.worker), class: cls.join(' '),
+          'data-buffer': bk.buffer, 'data-bucket': bk.bucket, 'data-instance': s.instance,
+          'data-rank': s.rank, 'data-worker': s.worker, 'data-begin': s.begin, 'data-end': s.end,
+          'data-from': was !== undefined && was !== s.worker ? was : '',
+        });
+        const lines = ['rank ' + s.rank + ' (' + s.worker + ')  elements [' + s.begin + ', ' + s.end + ')'];
+        if (r.getAttribute('data-from')) lines.push('moved from ' + was);
+        for (const p of s.pieces) {
+          lines.push(p.param + ' [' + ZS.num(p.paramBegin) + ', ' + ZS.num(p.paramEnd) + ')');
+        }
+        r.addEventListener('mousemove', (ev) => {
+          tip.textContent = lines.join('\n');
+          tip.style.left = ev.clientX + 12 + 'px';
+          tip.style.top = ev.clientY + 12 + 'px';
+          tip.hidden = false;
+        });
+        r.addEventListener('mouseleave', () => { tip.hidden = true; });
+        svg.appendChild(r);
+        for (const p of s.pieces) {
+          if (ZS.num(p.paramBegin) === 0) {
+            const tx = x(ZS.num(p.offsetInBucket));
+            svg.appendChild(ZS.el('line', { x1: tx, x2: tx, y1: y - 2, y2: y + kRow - 2, class: 'tick' }));
+          }
+        }
+      }
+    });
+    const div = ZS.el('div', { class: 'bucket' }, [
+      ZS.el('h4', {}, 'buffer ' + bk.buffer + ', bucket ' + bk.bucket + ': ' + span + ' elements'), svg]);
+    root.appendChild(div);
+  }
+};
