@@ -74,11 +74,12 @@ ZS.ago = function (ms) {
   return (s / 3600).toFixed(1) + ' h';
 };
 
-// A colour per worker name, stable across reloads.
+// A colour per worker name, stable across reloads: FNV-1a, spread by the
+// golden angle so that w0, w1, w2 differ at a glance.
 ZS.colour = function (name) {
-  let h = 0;
-  for (const c of String(name)) h = (h * 31 + c.charCodeAt(0)) >>> 0;
-  return 'hsl(' + (h % 360) + ', 62%, 55%)';
+  let h = 0x811c9dc5;
+  for (const c of String(name)) h = Math.imul(h ^ c.charCodeAt(0), 0x01000193) >>> 0;
+  return 'hsl(' + Math.round((h % 997) * 137.508) % 360 + ', 60%, 55%)';
 };
 
 ZS.el = function (tag, attrs, children) {

@@ -99,7 +99,7 @@ function onEvent(e) {
   state.lastSeq = seq;
   state.events.push(e);
   if (e.kind === 'dead') {
-    const m = /member (\S+?)['’]s? /.exec(e.reason || '') || /(\S+)/.exec(e.reason || '');
+    const m = /^member ([^\s:']+)/.exec(e.reason || '');
     if (m) state.dead.add(m[1]);
   }
   ZS.drawEvents(state.events, document.getElementById('event-filter').value);

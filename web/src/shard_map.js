@@ -48,7 +48,7 @@ ZS.loadMap = async function (plan) {
 };
 
 const kWidth = 960;
-const kRow = 22;
+const kRow = 30;
 
 // Draws `buckets` (from loadMap) into `root`. `previous` (may be null) is
 // the map before the latest transition: segments whose owner changed are
@@ -62,6 +62,17 @@ ZS.drawMap = function (root, buckets, previous, dead) {
     }
   }
   const tip = document.getElementById('tip');
+  const owners = new Map();
+  for (const bk of buckets) {
+    for (const s of ZS.segments(bk.pieces)) owners.set(s.worker, s.rank);
+  }
+  const legend = ZS.el('div', { class: 'legend' });
+  for (const [worker, rank] of [...owners].sort((a, b) => a[1] - b[1])) {
+    legend.appendChild(ZS.el('span', { class: 'swatch', style: 'background:' + ZS.colour(worker) }, ''));
+    legend.appendChild(ZS.el('span', { class: 'owner' + (dead && dead.has(worker) ? ' dead' : '') },
+      worker + ' (rank ' + rank + ')' + (dead && dead.has(worker) ? ' dead' : '')));
+  }
+  root.appendChild(legend);
   for (const bk of buckets) {
     const segs = ZS.segments(bk.pieces);
     if (segs.length === 0) continue;
@@ -99,6 +110,11 @@ ZS.drawMap = function (root, buckets, previous, dead) {
         });
         r.addEventListener('mouseleave', () => { tip.hidden = true; });
         svg.appendChild(r);
+        const width = x(s.end) - x(s.begin);
+        const label = 'r' + s.rank + ' ' + s.worker + (r.getAttribute('data-from') ? ' (from ' + was + ')' : '');
+        if (width > label.length * 7) {
+          svg.appendChild(ZS.el('text', { x: x(s.begin) + 4, y: y + 17, class: 'seglabel' }, label));
+        }
         for (const p of s.pieces) {
           if (ZS.num(p.paramBegin) === 0) {
             const tx = x(ZS.num(p.offsetInBucket));

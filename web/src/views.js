@@ -82,7 +82,7 @@ ZS.drawMembers = function (status, telemetry, ledger, onDrain) {
   const ranks = ledger.ranks || [];
   let top = 1;
   for (const r of ranks) top = Math.max(top, ZS.num(r.predictedBytes), ZS.num(r.measuredBytes));
-  const svg = ZS.el('svg', { width: 720, height: ranks.length * 34 + 10 });
+  const svg = ZS.el('svg', { width: 1000, height: ranks.length * 34 + 10 });
   ranks.forEach((r, i) => {
     const y = 4 + i * 34;
     const w = (v) => Math.max(0, (ZS.num(v) / top) * 480);
