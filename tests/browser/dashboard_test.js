@@ -179,6 +179,16 @@ async function main() {
       return true;
     }, 10000);
     const shownAfter = Date.now() - commitMs;
+    const moved = await page.$$eval(`rect.move[data-move-to="${spare}"]`, (rs) => rs.map((r) => Number(r.dataset.length)));
+    const owned = victimRanges.reduce((n, r) => n + Number(r.end) - Number(r.begin), 0);
+    check(moved.length > 0 && moved.reduce((a, b) => a + b, 0) === owned,
+      `the map draws ${moved.length} move(s) into ${spare}, ${owned} elements: all of ${victim.name}'s ranges`);
+    const ctlMoves = cluster.ctl(['plan', '--moves']).moves
+      .map((m) => [m.to_worker, m.from_worker || 'checkpoint', m.offset, m.length].join('/')).sort();
+    const pageMoves = (await page.$$eval('rect.move', (rs) => rs.map((r) =>
+      [r.dataset.moveTo, r.dataset.moveFrom, r.dataset.offset, r.dataset.length].join('/')))).sort();
+    check(JSON.stringify(ctlMoves) === JSON.stringify(pageMoves),
+      'the map\'s moves equal zshardctl plan --moves --output json: ' + pageMoves.join(' '));
     check(shownAfter <= 5000, `the spare ${spare} owns ${victim.name}'s ranges on the map ${shownAfter} ms after the commit`);
     const row = await waitFor('the re-shard list to show the move', async () => {
       const rows = await page.$$eval('#reshards tr[data-epoch]', (rs) => rs.map((r) => ({

@@ -153,7 +153,7 @@ std::map<std::string, std::vector<std::string>> Requests(
       {"GetPlan",
        {"{}", R"({"rank": 1})", R"({"bucket": 0, "buffer": 0})",
         absl::StrCat(R"({"param": ")", param, R"(", "paramEnd": "40"})"),
-        R"({"bucket": 0, "pageSize": 2})"}},
+        R"({"bucket": 0, "pageSize": 2})", R"({"moves": true})"}},
       {"ListEvents", {"{}", R"({"pageSize": 5, "afterSeq": "3"})"}},
       {"GetTelemetry", {"{}", R"({"samples": 4})", R"({"rank": 2})"}},
       {"GetLedger", {"{}"}},

@@ -83,7 +83,7 @@ ZS.colour = function (name) {
 };
 
 ZS.el = function (tag, attrs, children) {
-  const svg = ['svg', 'rect', 'line', 'text', 'g', 'path', 'title'].includes(tag);
+  const svg = ['svg', 'rect', 'line', 'text', 'g', 'path', 'title', 'defs', 'marker'].includes(tag);
   const e = svg ? document.createElementNS('http://www.w3.org/2000/svg', tag)
                 : document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);

@@ -6,7 +6,7 @@
 
 const state = {
   view: 'job', events: [], lastSeq: 0, plan: null, map: null, previousMap: null,
-  dead: new Set(), drain: null, refreshing: false, again: false,
+  dead: new Set(), drain: null, refreshing: false, again: false, moves: [], moveInfo: { base: 0, total: 0 },
 };
 
 function showView() {
@@ -26,8 +26,8 @@ function banner(text) {
 function standby(err) {
   if (!(err instanceof ZS.CallError) || err.code !== 'unavailable') return false;
   const m = /leader is (\S+)/.exec(err.message);
-  banner('This coordinator is a standby: ' + err.message +
-    (m ? '. Open the dashboard on the leader, ' + m[1] + ' (its HTTP port).' : ''));
+  banner('This coordinator is a standby (' + err.message + ')' +
+    (m ? ': the leader, ' + m[1] + ', serves the dashboard on its own HTTP port.' : '.'));
   document.body.dataset.leader = m ? m[1] : '';
   return true;
 }
@@ -36,6 +36,9 @@ async function refreshMap(plan) {
   const key = ZS.num(plan.epoch) + '/' + plan.planHash;
   if (state.plan && state.planKey === key && state.map) return;
   const map = await ZS.loadMap(plan);
+  const withMoves = await ZS.dash('GetPlan', { moves: true });
+  state.moves = withMoves.moves || [];
+  state.moveInfo = { base: ZS.num(withMoves.baseEpoch), total: ZS.num(withMoves.totalMoves) };
   if (state.map && state.planKey !== key) state.previousMap = state.map;
   state.map = map;
   state.plan = plan;
@@ -68,7 +71,8 @@ async function refresh() {
       cap.textContent = 'epoch ' + ZS.num(plan.epoch) + ', world ' + ZS.num(plan.world) + ' = ' +
         ZS.num(plan.instances) + ' x ' + ZS.num(plan.shardGroupSize) + ', plan ' + plan.planHash;
       document.getElementById('map').dataset.epoch = ZS.num(plan.epoch);
-      ZS.drawMap(document.getElementById('map'), state.map, state.previousMap, state.dead);
+      ZS.drawMap(document.getElementById('map'), state.map, state.previousMap, state.dead, state.moves,
+        ZS.num(plan.shardGroupSize));
     } else {
       cap.textContent = 'no epoch committed yet';
     }
@@ -76,11 +80,12 @@ async function refresh() {
     const last = (history.reshards || [])[(history.reshards || []).length - 1];
     if (status.state === 'CLUSTER_STATE_TRANSITIONING') {
       moving.textContent = 'transition to epoch ' + ZS.num(status.pendingEpoch) + ' in progress';
-    } else if (last && state.previousMap) {
+    } else if (last && ZS.num(last.epoch) === ZS.num(plan && plan.epoch)) {
       const s = last.summary || {};
-      moving.textContent = 'last re-shard: epoch ' + ZS.num(last.epoch) + ', ' + ZS.num(s.bytesMoved) +
-        ' bytes moved (lower bound ' + ZS.num(s.lowerBoundBytes) + '), ' + (last.outcome || '') +
-        '; outlined segments changed owner';
+      moving.textContent = 'epoch ' + ZS.num(last.epoch) + ' from epoch ' + state.moveInfo.base + ': ' +
+        state.moveInfo.total + ' move(s), ' + ZS.num(s.bytesMoved) + ' bytes moved (lower bound ' +
+        ZS.num(s.lowerBoundBytes) + '), ' + (last.outcome || '') +
+        (state.moveInfo.total ? '; arrows: from the sender to the receiver, outlined: changed owner' : '');
     } else {
       moving.textContent = '';
     }

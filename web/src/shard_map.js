@@ -50,10 +50,24 @@ ZS.loadMap = async function (plan) {
 const kWidth = 960;
 const kRow = 30;
 
+// The instance row that held `rank`'s bytes at `offset` of (buffer,
+// bucket) in `map` (a loadMap result), or -1.
+function rowOf(map, buffer, bucket, rank, offset) {
+  for (const bk of map || []) {
+    if (bk.buffer !== buffer || bk.bucket !== bucket) continue;
+    for (const s of ZS.segments(bk.pieces)) {
+      if (s.rank === rank && s.begin <= offset && offset < s.end) return s.instance;
+    }
+  }
+  return -1;
+}
+
 // Draws `buckets` (from loadMap) into `root`. `previous` (may be null) is
 // the map before the latest transition: segments whose owner changed are
-// drawn as moved. `dead` names workers whose ranges flash.
-ZS.drawMap = function (root, buckets, previous, dead) {
+// drawn as moved. `dead` names workers whose ranges flash. `moves`
+// (GetPlan's PlanMove list for this epoch, may be empty) are drawn as
+// arrows from the sender's range to the receiver's.
+ZS.drawMap = function (root, buckets, previous, dead, moves, groupSize) {
   root.replaceChildren();
   const before = new Map();
   for (const bk of previous || []) {
@@ -123,6 +137,44 @@ ZS.drawMap = function (root, buckets, previous, dead) {
         }
       }
     });
+    for (const pm of moves || []) {
+      const m = pm.move || {};
+      if (ZS.num(m.buffer) !== bk.buffer || ZS.num(m.bucket) !== bk.bucket) continue;
+      const to = ZS.num(m.offset);
+      const len = ZS.num(m.length);
+      const toRow = instances.indexOf(Math.floor(ZS.num(m.toRank) / Math.max(1, groupSize)));
+      if (toRow < 0) continue;
+      const y = 4 + toRow * kRow;
+      const from = ZS.num(pm.fromOffset);
+      let fromRow = -1;
+      if (ZS.num(pm.fromBuffer) === bk.buffer && ZS.num(pm.fromBucket) === bk.bucket) {
+        const inst = previous ? rowOf(previous, bk.buffer, bk.bucket, ZS.num(m.fromRank), from)
+          : Math.floor(ZS.num(m.fromRank) / Math.max(1, groupSize));
+        fromRow = instances.indexOf(inst);
+      }
+      const band = ZS.el('rect', {
+        x: x(to), y: y + kRow - 8, width: Math.max(2, x(to + len) - x(to)), height: 4, class: 'move',
+        'data-move-to': pm.toWorker || '', 'data-move-from': pm.fromWorker || 'checkpoint',
+        'data-offset': to, 'data-length': len,
+      });
+      band.appendChild(ZS.el('title', {}, pm.param + ' [' + ZS.num(m.begin) + ', ' + ZS.num(m.end) + ') from ' +
+        (pm.fromWorker ? 'rank ' + ZS.num(m.fromRank) + ' ' + pm.fromWorker : 'a checkpoint') +
+        ' to rank ' + ZS.num(m.toRank) + ' ' + pm.toWorker));
+      svg.appendChild(band);
+      if (fromRow >= 0 && fromRow !== toRow) {
+        const x0 = (x(from) + x(from + len)) / 2;
+        const x1 = (x(to) + x(to + len)) / 2;
+        const y0 = 4 + fromRow * kRow + kRow / 2;
+        const y1 = y + kRow / 2;
+        svg.appendChild(ZS.el('path', {
+          d: 'M' + x0 + ',' + y0 + ' C' + (x0 + 30) + ',' + y0 + ' ' + (x1 + 30) + ',' + y1 + ' ' + x1 + ',' + y1,
+          class: 'arrow', 'marker-end': 'url(#arrowhead)',
+        }));
+      }
+    }
+    svg.insertBefore(ZS.el('defs', {}, ZS.el('marker', {
+      id: 'arrowhead', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 6, markerHeight: 6, orient: 'auto',
+    }, ZS.el('path', { d: 'M0,0 L10,5 L0,10 z', fill: '#1d2330' }))), svg.firstChild);
     const div = ZS.el('div', { class: 'bucket' }, [
       ZS.el('h4', {}, 'buffer ' + bk.buffer + ', bucket ' + bk.bucket + ': ' + span + ' elements'), svg]);
     root.appendChild(div);
