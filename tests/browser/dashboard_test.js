@@ -125,12 +125,15 @@ async function main() {
   await waitFor('a stable world of 4 and a spare', () => stable(cluster.status(), 4, 1), 60000);
 
   const browser = await puppeteer.launch({ executablePath: chromium, headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--window-size=1280,900'] });
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--window-size=1280,900'] });
   try {
     const page = await browser.newPage();
     await page.setViewport({ width: 1280, height: 900 });
     const requested = [];
     page.on('request', (r) => requested.push(r.url()));
+    // Served: no file the page asks for is missing.
+    const missing = [];
+    page.on('response', (r) => { if (r.status() === 404) missing.push(r.url()); });
     const pageErrors = [];
     page.on('pageerror', (e) => pageErrors.push(String(e)));
     await page.goto(cluster.url + '#map', { waitUntil: 'load' });
@@ -225,6 +228,7 @@ async function main() {
     const foreign = requested.filter((u) => !u.startsWith(cluster.url) && !u.startsWith('data:'));
     check(requested.length > 0 && foreign.length === 0,
       `every one of ${requested.length} requests went to the coordinator` + (foreign.length ? ': ' + foreign.join(' ') : ''));
+    check(missing.length === 0, 'no request got a 404' + (missing.length ? ': ' + missing.join(' ') : ''));
     check(pageErrors.length === 0, 'no script errors' + (pageErrors.length ? ': ' + pageErrors.join('; ') : ''));
     await standbyNamesLeader(browser);
   } finally {
