@@ -8,6 +8,8 @@
 //     shows the move with bytes = lower bound;
 //   - a drain from the page with a wrong token is refused with the server's
 //     message; with the right one the member drains;
+//   - an expert job's map equals zshardctl plan, one row per instance and
+//     expert-parallel group, no two segments of a row overlapping;
 //   - a standby coordinator's page names the leader (etcd store).
 // Screenshots of each view go to ARTIFACT_DIR.
 //   node dashboard_test.js BIN_DIR ARTIFACT_DIR NODE_MODULES_DIR
@@ -230,10 +232,63 @@ async function main() {
       `every one of ${requested.length} requests went to the coordinator` + (foreign.length ? ': ' + foreign.join(' ') : ''));
     check(missing.length === 0, 'no request got a 404' + (missing.length ? ': ' + missing.join(' ') : ''));
     check(pageErrors.length === 0, 'no script errors' + (pageErrors.length ? ': ' + pageErrors.join('; ') : ''));
+    await expertMap(browser);
     await standbyNamesLeader(browser);
   } finally {
     await browser.close();
   }
+}
+
+// A mixture-of-experts job (W = 4, I = 1, expert_parallel 2; params 1, 2
+// and 4 are experts, several buckets per buffer): in an expert buffer each
+// expert-parallel group holds other experts at the same offsets, so the
+// map has a row per (instance, group); its segments equal zshardctl plan
+// and no two segments of a row overlap.
+async function expertMap(browser) {
+  const sizes = [1000, 300, 2500, 7, 130, 700];
+  const expertJob = {
+    name: 'moe',
+    model: { params: sizes.map((n, i) => Object.assign({ name: 'p' + i, shape: [n], dtype: 'bf16' },
+      [1, 2, 4].includes(i) ? { expert: true } : {})) },
+    layout: { bucket_size: 600, expert_parallel: 2 },
+    world: { instances: 1, min: 2, max: 4 }, lease_timeout_ms: 2500, heartbeat_interval_ms: 100,
+    workload: { kind: 'synthetic', steps: 1000000, global_batch: 8, step_delay_ms: 20 },
+  };
+  const cluster = new Cluster(binDir, expertJob);
+  await cluster.startCoordinator(kToken);
+  for (let i = 0; i < 4; ++i) cluster.startWorker('e' + i);
+  await waitFor('a stable expert world of 4', () => {
+    const s = cluster.status();
+    return s.state === 'STABLE' && s.world === 4 && s.members.filter((m) => m.state === 'ACTIVE').length === 4;
+  }, 60000);
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1280, height: 900 });
+  await page.goto(cluster.url + '#map', { waitUntil: 'load' });
+  await page.waitForSelector('body[data-ready="1"]', { timeout: 15000 });
+  await waitFor('the expert map to equal zshardctl plan', () => mapMatchesCtl(cluster, page), 15000);
+  const plan = await fetchJson(cluster.url + 'zshard.v1.DashboardService/GetPlan', {});
+  check(plan.buffers.some((b) => b.expert), 'the job has an expert buffer');
+  check(true, 'expert job: the shard map equals zshardctl plan --output json (every bucket, every rank)');
+  // As drawn: each rect's row on screen (its svg and y) and its x extent.
+  const rects = await page.$$eval('svg.bucket-map', (svgs) => svgs.flatMap((svg, i) =>
+    [...svg.querySelectorAll('rect.seg')].map((r) => ({
+      row: i + '/' + r.getAttribute('y'), x0: Number(r.getAttribute('x')),
+      x1: Number(r.getAttribute('x')) + Number(r.getAttribute('width')), expertRank: r.dataset.expertRank }))));
+  const rows = new Map();
+  for (const r of rects) {
+    if (!rows.has(r.row)) rows.set(r.row, []);
+    rows.get(r.row).push([r.x0, r.x1]);
+  }
+  let overlaps = 0;
+  for (const list of rows.values()) {
+    list.sort((a, b) => a[0] - b[0]);
+    for (let i = 1; i < list.length; ++i) if (list[i][0] < list[i - 1][1] - 0.01) ++overlaps;
+  }
+  const groups = new Set(rects.map((r) => r.expertRank));
+  check(groups.size === 2 && overlaps === 0,
+    `expert buffers are drawn one row per (instance, expert group): ${groups.size} groups, ${rows.size} rows, ${overlaps} overlaps`);
+  await shot(page, 'map', 'shard-map-experts.png');
+  await page.close();
 }
 
 // Two coordinators on one etcd prefix: the second's page names the first.

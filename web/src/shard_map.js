@@ -1,12 +1,15 @@
-// The shard map: per buffer and bucket, one bar per instance over the
+// The shard map: per buffer and bucket, one bar per instance (per instance
+// and expert-parallel group in an expert buffer) over the
 // bucket's elements, cut where each rank's shard begins and coloured by the
 // member that owns it; ticks where params begin; hover for the params and
 // element ranges. Segments carry data-* attributes (buffer, bucket,
-// instance, rank, worker, begin, end) that the browser tests read.
+// instance, expert-rank, rank, worker, begin, end) that the browser tests
+// read.
 'use strict';
 
 // Merges a bucket's pieces into each rank's contiguous ranges of bucket
-// offsets: [{instance, rank, worker, begin, end, pieces: [...]}], sorted.
+// offsets: [{instance, expert, row, rank, worker, begin, end, pieces}],
+// sorted by row (instance, then expert-parallel rank) and begin.
 ZS.segments = function (pieces) {
   const byRank = new Map();
   for (const p of pieces) {
@@ -25,12 +28,14 @@ ZS.segments = function (pieces) {
         cur.end = end;
         cur.pieces.push(p);
       } else {
-        cur = { instance: ZS.num(p.instance), rank, worker: p.worker || '', begin, end, pieces: [p] };
+        const instance = ZS.num(p.instance);
+        const expert = ZS.num(p.expertRank);
+        cur = { instance, expert, row: ZS.rowKey(instance, expert), rank, worker: p.worker || '', begin, end, pieces: [p] };
         out.push(cur);
       }
     }
   }
-  out.sort((a, b) => a.instance - b.instance || a.begin - b.begin);
+  out.sort((a, b) => a.row - b.row || a.begin - b.begin);
   return out;
 };
 
@@ -50,13 +55,18 @@ ZS.loadMap = async function (plan) {
 const kWidth = 960;
 const kRow = 30;
 
-// The instance row that held `rank`'s bytes at `offset` of (buffer,
+// A row of the map: an instance, and in an expert buffer its
+// expert-parallel group (each group holds other experts at the same
+// offsets).
+ZS.rowKey = (instance, expert) => instance * 4096 + expert;
+
+// The row that held `rank`'s bytes at `offset` of (buffer,
 // bucket) in `map` (a loadMap result), or -1.
 function rowOf(map, buffer, bucket, rank, offset) {
   for (const bk of map || []) {
     if (bk.buffer !== buffer || bk.bucket !== bucket) continue;
     for (const s of ZS.segments(bk.pieces)) {
-      if (s.rank === rank && s.begin <= offset && offset < s.end) return s.instance;
+      if (s.rank === rank && s.begin <= offset && offset < s.end) return s.row;
     }
   }
   return -1;
@@ -72,7 +82,7 @@ ZS.drawMap = function (root, buckets, previous, dead, moves, groupSize) {
   const before = new Map();
   for (const bk of previous || []) {
     for (const s of ZS.segments(bk.pieces)) {
-      before.set([bk.buffer, bk.bucket, s.instance, s.begin, s.end].join('/'), s.worker);
+      before.set([bk.buffer, bk.bucket, s.row, s.begin, s.end].join('/'), s.worker);
     }
   }
   const tip = document.getElementById('tip');
@@ -90,16 +100,19 @@ ZS.drawMap = function (root, buckets, previous, dead, moves, groupSize) {
   for (const bk of buckets) {
     const segs = ZS.segments(bk.pieces);
     if (segs.length === 0) continue;
-    const instances = [...new Set(segs.map((s) => s.instance))].sort((a, b) => a - b);
+    const rows = [...new Set(segs.map((s) => s.row))].sort((a, b) => a - b);
+    const expertBuffer = segs.some((t) => t.expert > 0);
     let span = 0;
     for (const s of segs) span = Math.max(span, s.end);
-    const x = (v) => 80 + (v / span) * (kWidth - 90);
-    const svg = ZS.el('svg', { width: kWidth, height: instances.length * kRow + 8, class: 'bucket-map' });
-    instances.forEach((inst, row) => {
+    const x = (v) => 110 + (v / span) * (kWidth - 120);
+    const svg = ZS.el('svg', { width: kWidth, height: rows.length * kRow + 8, class: 'bucket-map' });
+    rows.forEach((inst, row) => {
       const y = 4 + row * kRow;
-      svg.appendChild(ZS.el('text', { x: 4, y: y + 15, class: 'rowlabel' }, 'instance ' + inst));
-      for (const s of segs.filter((t) => t.instance === inst)) {
-        const key = [bk.buffer, bk.bucket, s.instance, s.begin, s.end].join('/');
+      const first = segs.find((t) => t.row === inst);
+      svg.appendChild(ZS.el('text', { x: 4, y: y + 15, class: 'rowlabel' },
+        'instance ' + first.instance + (expertBuffer ? ', group ' + first.expert : '')));
+      for (const s of segs.filter((t) => t.row === inst)) {
+        const key = [bk.buffer, bk.bucket, s.row, s.begin, s.end].join('/');
         const was = before.get(key);
         const cls = ['seg'];
         if (previous && was !== undefined && was !== s.worker) cls.push('moved');
@@ -107,7 +120,7 @@ ZS.drawMap = function (root, buckets, previous, dead, moves, groupSize) {
         const r = ZS.el('rect', {
           x: x(s.begin), y, width: Math.max(1, x(s.end) - x(s.begin)), height: kRow - 4,
           fill: ZS.colour(s.worker), class: cls.join(' '),
-          'data-buffer': bk.buffer, 'data-bucket': bk.bucket, 'data-instance': s.instance,
+          'data-buffer': bk.buffer, 'data-bucket': bk.bucket, 'data-instance': s.instance, 'data-expert-rank': s.expert,
           'data-rank': s.rank, 'data-worker': s.worker, 'data-begin': s.begin, 'data-end': s.end,
           'data-from': was !== undefined && was !== s.worker ? was : '',
         });
@@ -142,15 +155,16 @@ ZS.drawMap = function (root, buckets, previous, dead, moves, groupSize) {
       if (ZS.num(m.buffer) !== bk.buffer || ZS.num(m.bucket) !== bk.bucket) continue;
       const to = ZS.num(m.offset);
       const len = ZS.num(m.length);
-      const toRow = instances.indexOf(Math.floor(ZS.num(m.toRank) / Math.max(1, groupSize)));
+      const expert = ZS.num(m.expertRank);
+      const toRow = rows.indexOf(ZS.rowKey(Math.floor(ZS.num(m.toRank) / Math.max(1, groupSize)), expert));
       if (toRow < 0) continue;
       const y = 4 + toRow * kRow;
       const from = ZS.num(pm.fromOffset);
       let fromRow = -1;
       if (ZS.num(pm.fromBuffer) === bk.buffer && ZS.num(pm.fromBucket) === bk.bucket) {
         const inst = previous ? rowOf(previous, bk.buffer, bk.bucket, ZS.num(m.fromRank), from)
-          : Math.floor(ZS.num(m.fromRank) / Math.max(1, groupSize));
-        fromRow = instances.indexOf(inst);
+          : ZS.rowKey(Math.floor(ZS.num(m.fromRank) / Math.max(1, groupSize)), expert);
+        fromRow = rows.indexOf(inst);
       }
       const band = ZS.el('rect', {
         x: x(to), y: y + kRow - 8, width: Math.max(2, x(to + len) - x(to)), height: 4, class: 'move',
