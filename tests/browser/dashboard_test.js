@@ -143,6 +143,7 @@ async function main() {
 
     await waitFor('the map to equal zshardctl plan', () => mapMatchesCtl(cluster, page), 15000);
     check(true, 'shard map segments equal zshardctl plan --output json (every bucket, every rank)');
+    await viewsMatchCtl(cluster, page);
     await shot(page, 'job', 'job.png');
     await shot(page, 'map', 'shard-map.png');
     await shot(page, 'members', 'members.png');
@@ -237,6 +238,31 @@ async function main() {
   } finally {
     await browser.close();
   }
+}
+
+// The Job and Members views against zshardctl status and ledger.
+async function viewsMatchCtl(cluster, page) {
+  const fact = (k) => page.$eval(`dd[data-fact="${k}"]`, (e) => e.textContent);
+  await waitFor('the job view to match zshardctl status', async () => {
+    const s = cluster.status();
+    const spares = s.members.filter((m) => m.state === 'SPARE').length;
+    return await fact('epoch') === String(s.epoch) && await fact('job') === s.job &&
+      await fact('world') === `${s.world} = ${s.instances} x ${s.world / s.instances}` &&
+      await fact('spares') === String(spares);
+  }, 10000);
+  check(true, 'the job view shows zshardctl status\'s job, epoch, world (I x D) and spares');
+  const s = cluster.status();
+  const rows = await page.$$eval('#members tr', (trs) => trs.slice(1).map((tr) =>
+    [...tr.children].slice(0, 3).map((td) => td.textContent).join('/')));
+  const want = s.members.map((m) => [m.name, m.state, m.rank >= 0 ? String(m.rank) : '-'].join('/'));
+  check(JSON.stringify(rows.sort()) === JSON.stringify(want.sort()),
+    'the members table shows zshardctl status\'s members, states and ranks: ' + rows.join(' '));
+  const ledger = cluster.ctl(['ledger']);
+  const bars = await page.$$eval('#memory rect[data-predicted]', (rs) => rs.map((r) =>
+    r.dataset.rank + '/' + r.dataset.predicted));
+  const ranks = ledger.ranks.map((r) => r.rank + '/' + r.predicted_bytes);
+  check(bars.length === 4 && JSON.stringify(bars.sort()) === JSON.stringify(ranks.sort()),
+    'the memory bars show zshardctl ledger\'s prediction per rank: ' + bars.join(' '));
 }
 
 // A mixture-of-experts job (W = 4, I = 1, expert_parallel 2; params 1, 2
