@@ -203,6 +203,13 @@ async function main() {
     }, 15000);
     check(row.bytes === row.lb, `re-shard to epoch ${row.epoch}: ${row.bytes} bytes moved = lower bound ${row.lb}`);
     await shot(page, 'map', 'shard-map-after-kill.png');
+    await page.evaluate(() => { location.hash = 'events'; });
+    await page.type('#event-filter', 'commit');
+    const kinds = await page.$$eval('#events tr', (trs) => trs.slice(1).map((tr) => tr.children[3].textContent));
+    const commits = (await allEvents(cluster)).filter((e) => e.kind === 'commit' || /commit/i.test(e.reason || '')).length;
+    check(kinds.length === commits && kinds.includes('commit'),
+      `the event filter "commit" shows the ${commits} events that mention it`);
+    await page.$eval('#event-filter', (e) => { e.value = ''; e.dispatchEvent(new Event('input')); });
     await shot(page, 'events', 'events-after-kill.png');
 
     // Drain from the page.
