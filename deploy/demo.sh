@@ -105,6 +105,16 @@ show_run
 [[ -s $state/processes.json ]] || { echo "zshard-run did not start; see $run/zshard-run.out" >&2; exit 1; }
 field() { "$python" -c "import json, sys; d = json.load(open('$state/processes.json')); print($1)"; }
 addr=$(field 'd["coordinator"]["address"]')
+# The coordinator's HTTP port (/metrics and the dashboard page).
+http_port=None
+for _ in $(seq 50); do
+  http_port=$(field 'd["coordinator"]["metrics_port"]')
+  [[ $http_port != None ]] && break
+  sleep 0.1
+done
+if [[ $http_port != None ]]; then
+  echo "  the dashboard (shard map, members, re-shards, events): http://127.0.0.1:$http_port/"
+fi
 
 # The last step a trainer logged (0: none yet, e.g. the spare's).
 last_step() {

@@ -7,6 +7,7 @@
 # etcd-server: the etcd state store's tests start their own etcd.
 # iproute2 and nftables: the network-fault tests make network namespaces,
 # veths, a bridge, blackhole routes, tc tbf and nftables drop rules.
+# chromium: the dashboard's browser test drives it headless (tests/browser).
 #   --with-baselines   accepted for compatibility; torch is always installed
 set -euo pipefail
 
@@ -18,7 +19,7 @@ PACKAGES=(
   python3 python3-pip python3-prometheus-client python3-torch
   clang-14 libclang-rt-14-dev openssl procps tmux bsdutils
   etcd-server iproute2 nftables
-  nodejs npm
+  nodejs npm chromium
 )
 if [[ -n "${1:-}" && "$1" != "--with-baselines" ]]; then
   echo "install-deps.sh: unknown argument '$1'" >&2

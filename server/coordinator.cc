@@ -19,6 +19,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "grpcpp/support/channel_arguments.h"
 #include "server/leadership.h"
 #include "server/metrics/metrics_server.h"
 #include "server/metrics/rpc_metrics.h"
@@ -31,6 +32,7 @@
 #include "server/store/leader_election.h"
 #include "server/store/locked_state_store.h"
 #include "server/store/store_spec.h"
+#include "server/web/web_routes.h"
 #include "zshard/v1/admin_service.grpc.pb.h"
 #include "zshard/v1/dashboard_service.grpc.pb.h"
 #include "zshard/v1/rendezvous_service.grpc.pb.h"
@@ -232,11 +234,17 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
         SplitHostPort(c->options_.metrics_listen, &host, &port));
     c->metrics_server_ = std::make_unique<MetricsServer>();
     Coordinator* raw = c.get();
+    c->web_routes_ =
+        std::make_unique<web::WebRoutes>([raw] { return raw->LocalChannel(); });
+    web::WebRoutes* routes = c->web_routes_.get();
+    MetricsServer::Extra extra;
+    extra.install = [routes](httplib::Server* http) { routes->Install(http); };
+    extra.stop = [routes] { routes->Stop(); };
     ZSHARD_ASSIGN_OR_RETURN(
         c->metrics_port_,
         c->metrics_server_->Start(
             host, port, [raw] { return raw->RenderMetrics(); },
-            [raw] { return raw->leading(); }));
+            [raw] { return raw->leading(); }, std::move(extra)));
   }
   return c;
 }
@@ -300,6 +308,7 @@ void Coordinator::StopServerLocked() {
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds(1));
   }
+  local_channel_.reset();  // calls in flight keep theirs
   // After the server's shutdown, before it is gone (a server that failed
   // to build leaves the lane to end too).
   if (leadership_ != nullptr) leadership_->StopServing();
@@ -493,6 +502,15 @@ bool Coordinator::leading() {
 absl::Status Coordinator::failure() {
   absl::MutexLock lock(&role_mu_);
   return failure_;
+}
+
+std::shared_ptr<grpc::Channel> Coordinator::LocalChannel() {
+  absl::MutexLock lock(&role_mu_);
+  if (server_ == nullptr) return nullptr;
+  if (local_channel_ == nullptr) {
+    local_channel_ = server_->InProcessChannel(grpc::ChannelArguments());
+  }
+  return local_channel_;
 }
 
 Membership* Coordinator::membership() {

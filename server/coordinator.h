@@ -22,6 +22,7 @@
 #include "server/telemetry/telemetry_store.h"
 
 namespace grpc {
+class Channel;
 class Server;
 class Service;
 class CallbackGenericService;
@@ -42,6 +43,9 @@ class RendezvousServiceImpl;
 class DashboardServiceImpl;
 class AdminServiceImpl;
 struct ElectionView;
+namespace web {
+class WebRoutes;
+}
 
 struct CoordinatorOptions {
   // gRPC address; port 0 picks a free port (see Coordinator::port()).
@@ -60,7 +64,8 @@ struct CoordinatorOptions {
   HttpTlsOptions etcd_tls;
   // The etcd election lease (see StoreOpenOptions::lease_ttl_s).
   int64_t etcd_lease_ttl_s = 5;
-  // host:port of the Prometheus endpoint; empty: none.
+  // host:port of the HTTP port: the Prometheus endpoint, /leader and the
+  // dashboard (server/web/); empty: none.
   std::string metrics_listen;
   // PEM contents. cert and key together turn TLS on; client_ca then
   // requires and verifies client certificates.
@@ -122,6 +127,11 @@ class Coordinator {
   // (its lease then ends and another coordinator leads).
   absl::Status failure();
 
+  // An in-process channel to the gRPC server serving now (the leader's
+  // services or the standby's answer), shared until the server is rebuilt;
+  // null while none serves. The dashboard's HTTP routes call through it.
+  std::shared_ptr<grpc::Channel> LocalChannel();
+
   // The leader's parts; null while a standby.
   Membership* membership();
   TelemetryStore* telemetry();
@@ -175,6 +185,7 @@ class Coordinator {
   // store_ behind one lock (null without a store).
   std::unique_ptr<StateStore> locked_store_;
   std::unique_ptr<RpcMetrics> rpc_metrics_;
+  std::unique_ptr<web::WebRoutes> web_routes_;
   std::unique_ptr<MetricsServer> metrics_server_;
   std::thread role_thread_;
   // The bound address, for binding again (listen's host, port_).
@@ -205,6 +216,7 @@ class Coordinator {
   job::JobSpec intake_spec_ ABSL_GUARDED_BY(intake_mu_);
   std::thread intake_thread_ ABSL_GUARDED_BY(intake_mu_);
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(role_mu_);
+  std::shared_ptr<grpc::Channel> local_channel_ ABSL_GUARDED_BY(role_mu_);
   absl::Status failure_ ABSL_GUARDED_BY(role_mu_);
   // The leader a standby saw last (for the takeover's event).
   std::string last_leader_ ABSL_GUARDED_BY(role_mu_);

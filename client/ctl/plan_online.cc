@@ -1,7 +1,7 @@
 // zshardctl --coordinator ADDR plan [--rank R] [--param NAME [--begin A]
-// [--end B]] [--bucket K [--buffer F]] [--output table|json]: the committed
-// plan of a running job: per-rank summaries, or the pieces that answer
-// "who owns NAME elements A..B?".
+// [--end B]] [--bucket K [--buffer F]] [--moves] [--output table|json]: the
+// committed plan of a running job: per-rank summaries, or the pieces that
+// answer "who owns NAME elements A..B?", and the moves into the epoch.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -24,6 +24,8 @@ ABSL_FLAG(int64_t, end, 0, "end of --param's elements (default: all)");
 ABSL_FLAG(int64_t, bucket, -1,
           "the bucket whose owners are shown (default: none)");
 ABSL_FLAG(int64_t, buffer, 0, "the buffer of --bucket");
+ABSL_FLAG(bool, moves, false,
+          "list the moves that brought the committed epoch from its base");
 
 namespace zshard::ctl {
 namespace {
@@ -31,7 +33,8 @@ namespace {
 constexpr char kUsage[] =
     "usage: zshardctl --coordinator HOST:PORT plan [--rank R]\n"
     "         [--param NAME [--begin A] [--end B]] [--bucket K [--buffer F]]\n"
-    "         [--output table|json] [--tls-ca F] [--tls-cert F --tls-key F]\n";
+    "         [--moves] [--output table|json] [--tls-ca F] [--tls-cert F "
+    "--tls-key F]\n";
 
 // Pages fetched at most (10,000 pieces each).
 constexpr int kMaxPages = 100;
@@ -64,6 +67,28 @@ nlohmann::json PlanJson(const v1::GetPlanResponse& p) {
                              {"bucket", x.bucket()},
                              {"offset_in_bucket", x.offset_in_bucket()}});
   }
+  if (p.moves_size() > 0 || p.total_moves() > 0) {
+    out["base_epoch"] = p.base_epoch();
+    out["total_moves"] = p.total_moves();
+    out["moves"] = nlohmann::json::array();
+    for (const v1::PlanMove& pm : p.moves()) {
+      const v1::Move& m = pm.move();
+      out["moves"].push_back({{"param", pm.param()},
+                              {"begin", m.begin()},
+                              {"end", m.end()},
+                              {"from_rank", m.from_rank()},
+                              {"from_worker", pm.from_worker()},
+                              {"from_buffer", pm.from_buffer()},
+                              {"from_bucket", pm.from_bucket()},
+                              {"from_offset", pm.from_offset()},
+                              {"to_rank", m.to_rank()},
+                              {"to_worker", pm.to_worker()},
+                              {"buffer", m.buffer()},
+                              {"bucket", m.bucket()},
+                              {"offset", m.offset()},
+                              {"length", m.length()}});
+    }
+  }
   return out;
 }
 
@@ -92,6 +117,22 @@ std::string PlanTable(const v1::GetPlanResponse& p) {
     }
     out += t.Render();
   }
+  if (p.moves_size() > 0 || p.total_moves() > 0) {
+    absl::StrAppend(&out, "moves into epoch ", p.epoch(), " from epoch ",
+                    p.base_epoch(), ": ", p.total_moves(), "\n");
+    Table t({"PARAM", "ELEMENTS", "FROM", "TO", "BUFFER", "BUCKET", "OFFSET"});
+    for (const v1::PlanMove& pm : p.moves()) {
+      const v1::Move& m = pm.move();
+      t.AddRow({pm.param(), absl::StrCat("[", m.begin(), ", ", m.end(), ")"),
+                m.from_rank() < 0 ? std::string("checkpoint")
+                                  : absl::StrCat("rank ", m.from_rank(), " ",
+                                                 pm.from_worker()),
+                absl::StrCat("rank ", m.to_rank(), " ", pm.to_worker()),
+                absl::StrCat(m.buffer()), absl::StrCat(m.bucket()),
+                absl::StrCat(m.offset())});
+    }
+    out += t.Render();
+  }
   return out;
 }
 
@@ -109,7 +150,8 @@ int RunPlanAnyCommand(const GlobalFlags& global, int argc, char** argv) {
   absl::StatusOr<OnlineArgs> args = ParseOnlineArgs(
       global, argc, argv,
       {FlagOf(FLAGS_rank), FlagOf(FLAGS_param), FlagOf(FLAGS_begin),
-       FlagOf(FLAGS_end), FlagOf(FLAGS_bucket), FlagOf(FLAGS_buffer)});
+       FlagOf(FLAGS_end), FlagOf(FLAGS_bucket), FlagOf(FLAGS_buffer),
+       FlagOf(FLAGS_moves)});
   if (!args.ok()) return ReportError("plan", args.status());
   if (args->parsed.help()) return PrintUsage(kUsage, *args);
   v1::GetPlanRequest req;
@@ -140,6 +182,7 @@ int RunPlanAnyCommand(const GlobalFlags& global, int argc, char** argv) {
   }
   req.set_buffer(static_cast<int32_t>(absl::GetFlag(FLAGS_buffer)));
   req.set_page_size(10000);
+  req.set_moves(absl::GetFlag(FLAGS_moves));
 
   auto coordinators = Connect(*args);
   if (!coordinators.ok()) return ReportError("plan", coordinators.status());

@@ -14,7 +14,8 @@ MetricsServer::MetricsServer() : http_(std::make_unique<httplib::Server>()) {}
 MetricsServer::~MetricsServer() { Stop(); }
 
 absl::StatusOr<int> MetricsServer::Start(const std::string& host, int port,
-                                         Render render, Leading leading) {
+                                         Render render, Leading leading,
+                                         Extra extra) {
   http_->Get("/metrics", [render = std::move(render)](const httplib::Request&,
                                                       httplib::Response& res) {
     res.set_content(render(), "text/plain; version=0.0.4");
@@ -25,6 +26,8 @@ absl::StatusOr<int> MetricsServer::Start(const std::string& host, int port,
     res.status = leads ? 200 : 503;
     res.set_content(leads ? "leader\n" : "standby\n", "text/plain");
   });
+  if (extra.install) extra.install(http_.get());
+  stop_extra_ = std::move(extra.stop);
   int bound = port;
   if (port == 0) {
     bound = http_->bind_to_any_port(host);
@@ -42,6 +45,7 @@ absl::StatusOr<int> MetricsServer::Start(const std::string& host, int port,
 
 void MetricsServer::Stop() {
   if (thread_.joinable()) {
+    if (stop_extra_) stop_extra_();
     http_->stop();
     thread_.join();
   }

@@ -1,7 +1,8 @@
 // The Prometheus endpoint: GET /metrics over HTTP (cpp-httplib) on its own
 // thread, rendering the text a callback produces, and GET /leader, a
 // readiness check for Kubernetes that needs no TLS and no gRPC (200 on the
-// leading coordinator, 503 on a standby).
+// leading coordinator, 503 on a standby), plus any routes a caller adds
+// (the dashboard's, server/web/).
 #pragma once
 
 #include <functional>
@@ -22,6 +23,13 @@ class MetricsServer {
  public:
   using Render = std::function<std::string()>;
   using Leading = std::function<bool()>;
+  // More routes on the same port: `install` adds them before the server
+  // listens (after /metrics and /leader, which match first); `stop` runs
+  // before the server stops (to end open streams). Either may be empty.
+  struct Extra {
+    std::function<void(httplib::Server*)> install;
+    std::function<void()> stop;
+  };
   MetricsServer();
   ~MetricsServer();
 
@@ -29,12 +37,13 @@ class MetricsServer {
   // text of `render()` and /leader with 200 "leader" while `leading()`,
   // else 503 "standby". Returns the bound port; Unavailable on bind errors.
   absl::StatusOr<int> Start(const std::string& host, int port, Render render,
-                            Leading leading);
+                            Leading leading, Extra extra = {});
   // Stops serving and joins the thread. Idempotent.
   void Stop();
 
  private:
   std::unique_ptr<httplib::Server> http_;
+  std::function<void()> stop_extra_;
   std::thread thread_;
 };
 

@@ -2,12 +2,14 @@
 #include "server/service/dashboard_service.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/plan/moves.h"
 #include "common/plan/plan.h"
 #include "server/service/proto_convert.h"
 #include "server/service/rpc_scope.h"
@@ -19,6 +21,8 @@ namespace {
 
 constexpr int kDefaultPieces = 1000;
 constexpr int kMaxPieces = 10000;
+// GetPlan lists at most this many moves (GetPlanRequest.moves).
+constexpr size_t kMaxListedMoves = 10000;
 
 // The pieces a GetPlan request asks for, from the epoch's index.
 grpc::Status FillPieces(const CachedPlan& cached, const EpochPlan& committed,
@@ -131,6 +135,7 @@ grpc::Status DashboardServiceImpl::GetPlan(grpc::ServerContext*,
     s->set_buckets(static_cast<int32_t>(b.buckets.size()));
     s->set_params(static_cast<int32_t>(b.params.size()));
   }
+  if (req->moves()) FillMoves(committed, (*cached)->index, resp);
   const bool pieces = !req->param().empty() || req->has_bucket();
   if (pieces) {
     grpc::Status s = FillPieces(**cached, committed, *req, resp);
@@ -158,6 +163,40 @@ grpc::Status DashboardServiceImpl::GetPlan(grpc::ServerContext*,
     s->set_pieces(pieces);
   }
   return scope.Finish(grpc::Status::OK);
+}
+
+void DashboardServiceImpl::FillMoves(const EpochPlan& committed,
+                                     const PlanIndex& index,
+                                     v1::GetPlanResponse* resp) {
+  // Names by worker id: the committed slots, then every member the view
+  // still lists (a dead sender may be gone from both: its id is shown).
+  std::map<std::string, std::string> names;
+  for (const MemberView& m : membership_->View().members) {
+    names[m.member.worker_id] = m.member.name;
+  }
+  for (const Slot& slot : committed.slots) names[slot.worker_id] = slot.name;
+  auto name_of = [&names](const std::string& id) {
+    auto it = names.find(id);
+    return it == names.end() ? id : it->second;
+  };
+  resp->set_base_epoch(committed.base_epoch);
+  resp->set_total_moves(static_cast<int32_t>(committed.moves.size()));
+  const std::vector<std::string>& params = index.ownership.param_names;
+  for (size_t i = 0; i < committed.moves.size() && i < kMaxListedMoves; ++i) {
+    const plan::Move& m = committed.moves[i];
+    v1::PlanMove* out = resp->add_moves();
+    ToProto(m, static_cast<int>(i), out->mutable_move());
+    if (m.param_index >= 0 &&
+        static_cast<size_t>(m.param_index) < params.size()) {
+      out->set_param(params[m.param_index]);
+    }
+    const bool member = m.source == plan::MoveSource::kMember;
+    out->set_from_buffer(member ? m.source_buffer : -1);
+    out->set_from_bucket(member ? m.source_bucket : -1);
+    out->set_from_offset(member ? m.source_offset_in_bucket : -1);
+    if (member) out->set_from_worker(name_of(m.source_member));
+    out->set_to_worker(name_of(m.dest_member));
+  }
 }
 
 void DashboardServiceImpl::WarmPlan() {

@@ -89,6 +89,9 @@ class DashboardServiceImpl final
   void WarmPlan();
   // The ledger of the committed epoch (GetLedger's body).
   absl::Status Ledger(v1::GetLedgerResponse* resp);
+  // GetPlan's moves: the committed epoch's, with names and sources.
+  void FillMoves(const EpochPlan& committed, const PlanIndex& index,
+                 v1::GetPlanResponse* resp);
 
   Membership* membership_;
   TelemetryStore* telemetry_;
