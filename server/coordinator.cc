@@ -234,8 +234,10 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
         SplitHostPort(c->options_.metrics_listen, &host, &port));
     c->metrics_server_ = std::make_unique<MetricsServer>();
     Coordinator* raw = c.get();
-    c->web_routes_ =
-        std::make_unique<web::WebRoutes>([raw] { return raw->LocalChannel(); });
+    web::WebOptions web_options;
+    web_options.admin = c->options_.tls_cert_pem.empty();
+    c->web_routes_ = std::make_unique<web::WebRoutes>(
+        [raw] { return raw->LocalChannel(); }, web_options);
     web::WebRoutes* routes = c->web_routes_.get();
     MetricsServer::Extra extra;
     extra.install = [routes](httplib::Server* http) { routes->Install(http); };

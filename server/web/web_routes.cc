@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -43,6 +44,8 @@ std::string EndMessage(const absl::Status& status) {
   return SseMessage("error", ConnectError(status).body);
 }
 
+constexpr absl::string_view kAdminPrefix = "/zshard.v1.AdminService/";
+
 void AddNoStore(httplib::Response& res) {
   res.set_header("Cache-Control", "no-store");
 }
@@ -78,8 +81,13 @@ void WebRoutes::Install(httplib::Server* http) {
     http->Post(path, [this, path](const httplib::Request& req,
                                   httplib::Response& res) {
       HttpReply reply =
-          gateway_.Call(path, req.get_header_value("Content-Type"), req.body,
-                        req.get_header_value("Authorization"));
+          !options_.admin && absl::StartsWith(path, kAdminPrefix)
+              ? ConnectError(absl::FailedPreconditionError(
+                    "admin calls are off on the dashboard's plain-HTTP port "
+                    "while the coordinator's gRPC uses TLS (the admin token "
+                    "would travel in clear): use zshardctl"))
+              : gateway_.Call(path, req.get_header_value("Content-Type"),
+                              req.body, req.get_header_value("Authorization"));
       res.status = reply.status;
       AddNoStore(res);
       res.set_content(reply.body, reply.content_type.c_str());

@@ -24,6 +24,10 @@ struct WebOptions {
   // How often an idle stream writes an SSE comment (and so notices a
   // browser that went away).
   int64_t keepalive_ms = 1000;
+  // Whether AdminService (drain) is served. Off while gRPC runs TLS: this
+  // port is plain HTTP and the admin token would travel in clear; the
+  // routes then answer failed_precondition naming zshardctl.
+  bool admin = true;
 };
 
 // Thread-safe. Install once before the server listens; Stop before the

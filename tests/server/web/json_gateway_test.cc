@@ -5,9 +5,12 @@
 // the service as metadata.
 #include "server/web/json_gateway.h"
 
+#include <httplib.h>
+
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "google/protobuf/descriptor.h"
@@ -16,6 +19,7 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "server/web/web_routes.h"
 #include "zshard/v1/admin_service.grpc.pb.h"
 #include "zshard/v1/dashboard_service.grpc.pb.h"
 
@@ -196,6 +200,42 @@ TEST(ConnectCodes, FollowTheProtocolTable) {
   EXPECT_EQ(ConnectHttpStatus(absl::StatusCode::kAborted), 409);
   EXPECT_EQ(ConnectCode(absl::StatusCode::kCancelled), "canceled");
   EXPECT_EQ(ConnectHttpStatus(absl::StatusCode::kInternal), 500);
+}
+
+}  // namespace
+}  // namespace zshard::server::web
+
+namespace zshard::server::web {
+namespace {
+
+// While gRPC runs TLS the plain-HTTP port serves no admin call: the token
+// would travel in clear. The dashboard's own calls still work.
+TEST_F(JsonGatewayTest, AdminRoutesAreOffWhenWebOptionsSaySo) {
+  WebOptions options;
+  options.admin = false;
+  WebRoutes routes([this] { return channel_; }, options);
+  httplib::Server http;
+  routes.Install(&http);
+  const int port = http.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serving([&] { http.listen_after_bind(); });
+  httplib::Client client("127.0.0.1", port);
+  httplib::Headers auth = {{"Authorization", "Bearer good"}};
+  auto drain = client.Post("/zshard.v1.AdminService/DrainWorker", auth,
+                           R"({"name": "w1"})", "application/json");
+  auto plan = client.Post("/zshard.v1.DashboardService/GetPlan", "{}",
+                          "application/json");
+  routes.Stop();
+  http.stop();
+  serving.join();
+  ASSERT_TRUE(drain && plan);
+  EXPECT_EQ(plan->status, 200) << plan->body;
+  EXPECT_NE(drain->status, 200);
+  const json body = json::parse(drain->body, nullptr, false);
+  ASSERT_FALSE(body.is_discarded()) << drain->body;
+  EXPECT_EQ(body.value("code", ""), "failed_precondition") << drain->body;
+  EXPECT_NE(body.value("message", "").find("use zshardctl"), std::string::npos)
+      << drain->body;
 }
 
 }  // namespace
