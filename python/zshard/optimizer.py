@@ -290,7 +290,8 @@ class DistributedOptimizer:
         self._send(done)
         gather = self._gather
         body = _expect(sock, "result", "a step", "error",
-                       gather and (lambda: gather.receive(sock)))
+                       None if gather is None else
+                       (lambda: gather.receive(sock)))
         self._info = None
         if self._gather is not None and body.get("param_gather"):
             self._gather.expect(body["step"], self._params_in)
