@@ -43,6 +43,11 @@ def measure(args):
         "steps": args.steps, "warmup": args.warmup, "pairs": args.pairs,
         "overlap_param_gather": modes,
         "on_over_off": tb.ratio(modes["on"]["step_s"], modes["off"]["step_s"]),
+        # Each pair's runs came one after the other: the ratio the load
+        # skews least.
+        "on_over_off_per_pair": [
+            tb.ratio(on["step_s"], off["step_s"])
+            for off, on in zip(runs["off"], runs["on"])],
     }
 
 
@@ -68,6 +73,8 @@ def table(r):
     lines.append("%-50s %10s %10s" % ("WHAT (overlap_param_gather)", "OFF MS",
                                       "ON MS"))
     lines += ["%-50s %10s %10s" % (w, tb.ms(a), tb.ms(b)) for w, a, b in rows]
-    lines.append("step on / off %s" % (
-        "-" if r["on_over_off"] is None else "%.3fx" % r["on_over_off"]))
+    lines.append("step on / off %s (per pair: %s)" % (
+        "-" if r["on_over_off"] is None else "%.3fx" % r["on_over_off"],
+        ", ".join("-" if v is None else "%.3fx" % v
+                  for v in r["on_over_off_per_pair"])))
     return "\n".join(lines)
