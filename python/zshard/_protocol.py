@@ -10,13 +10,14 @@ import select
 import socket
 import struct
 import time
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 # The errors lived here first; they stay importable from here.
 from zshard.errors import WorkerLost, ZshardError
 
 __all__ = ["MAX_FDS", "MAX_FRAME_BYTES", "PROTOCOL_VERSION", "WorkerLost",
-           "ZshardError", "close_fds", "connect", "recv", "send"]
+           "ZshardError", "attach", "close_fds", "connect", "expect", "recv",
+           "send"]
 
 PROTOCOL_VERSION = 2
 MAX_FRAME_BYTES = 16 << 20
@@ -133,3 +134,54 @@ def recv_waiting(sock: socket.socket, seconds: float,
     """recv, when a frame arrives within `seconds`; None otherwise."""
     readable, _, _ = select.select([sock], [], [], seconds)
     return recv(sock) if readable else None
+
+
+def expect(sock: socket.socket, want: str, answering: str, refused: str,
+           receive: Optional[Callable[[], Tuple[Message, List[int]]]] = None
+           ) -> Message:
+    """The daemon's next message, which must be of type `want` (the answer
+    to `answering`); fds that came with it are closed. `receive` (default:
+    recv(sock)) reads each message.
+
+    Raises:
+        ZshardError: the daemon sent an error (its message, else
+            `refused`) or a message of another type.
+        WorkerLost: the daemon closed the socket.
+    """
+    receive = receive or (lambda: recv(sock))
+    body, fds = receive()
+    close_fds(fds)
+    while body.get("type") == "waiting":  # news for begin_step, not this
+        body, fds = receive()
+        close_fds(fds)
+    if body.get("type") == "error":
+        raise ZshardError(body.get("message", refused))
+    if body.get("type") != want:
+        raise ZshardError("the daemon answered %r to %s" %
+                          (body.get("type"), answering))
+    return body
+
+
+def attach(path: str, timeout: float, job: Optional[str],
+           spec: Message) -> Tuple[socket.socket, Message]:
+    """Connects to the daemon at `path` and says hello with `spec`; the
+    socket is closed whenever this raises.
+
+    Returns:
+        The socket and the daemon's welcome.
+
+    Raises:
+        ZshardError: no daemon within `timeout`, or it refused the trainer
+            or answered something other than welcome.
+        WorkerLost: the daemon closed the socket before it answered.
+    """
+    sock = connect(path, timeout)
+    try:
+        send(sock, {
+            "type": "hello", "version": PROTOCOL_VERSION,
+            "pid": os.getpid(), "job": job, "model": spec})
+        body = expect(sock, "welcome", "hello", "refused by the daemon")
+    except BaseException:
+        sock.close()
+        raise
+    return sock, body

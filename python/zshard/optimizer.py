@@ -21,7 +21,9 @@ from typing import (Any, Callable, Deque, Dict, Iterator, List, Optional,
 import torch
 
 from zshard import _cuda_ipc, _protocol
-from zshard._protocol import close_fds
+from zshard._param_gather import ParamGather, hook_modules
+from zshard._protocol import attach as _attach, close_fds
+from zshard._protocol import expect as _expect
 from zshard.errors import JobFailed, WorkerLost, ZshardError
 from zshard.spec import model_spec
 from zshard.steps import StepInfo, StepResult
@@ -61,54 +63,6 @@ def _element_size(dtype: torch.dtype) -> int:
     return torch.tensor([], dtype=dtype).element_size()
 
 
-def _expect(sock: _socket.socket, want: str, answering: str,
-            refused: str) -> Dict[str, Any]:
-    """The daemon's next message, which must be of type `want` (the answer
-    to `answering`); fds that came with it are closed.
-
-    Raises:
-        ZshardError: the daemon sent an error (its message, else
-            `refused`) or a message of another type.
-        WorkerLost: the daemon closed the socket.
-    """
-    body, fds = _protocol.recv(sock)
-    close_fds(fds)
-    while body.get("type") == "waiting":  # news for begin_step, not this
-        body, fds = _protocol.recv(sock)
-        close_fds(fds)
-    if body.get("type") == "error":
-        raise ZshardError(body.get("message", refused))
-    if body.get("type") != want:
-        raise ZshardError("the daemon answered %r to %s" %
-                          (body.get("type"), answering))
-    return body
-
-
-def _attach(path: str, timeout: float, job: Optional[str],
-            spec: Dict[str, Any]) -> Tuple[_socket.socket, Dict[str, Any]]:
-    """Connects to the daemon at `path` and says hello with `spec`; the
-    socket is closed whenever this raises.
-
-    Returns:
-        The socket and the daemon's welcome.
-
-    Raises:
-        ZshardError: no daemon within `timeout`, or it refused the trainer
-            or answered something other than welcome.
-        WorkerLost: the daemon closed the socket before it answered.
-    """
-    sock = _protocol.connect(path, timeout)
-    try:
-        _protocol.send(sock, {
-            "type": "hello", "version": _protocol.PROTOCOL_VERSION,
-            "pid": os.getpid(), "job": job, "model": spec})
-        body = _expect(sock, "welcome", "hello", "refused by the daemon")
-    except BaseException:
-        sock.close()
-        raise
-    return sock, body
-
-
 class DistributedOptimizer:
     """Trains `model` through the zshard worker daemon at `socket` (default
     $ZSHARD_TRAINER_SOCKET): the daemon owns the optimizer state, the model's
@@ -131,6 +85,12 @@ class DistributedOptimizer:
     that changes after its bucket was handed over raises ZshardError, and
     the step is skipped on every rank (its StepResult has applied False).
 
+    With `overlap_param_gather` step() returns once the daemon's Adam step
+    is done; the daemon all-gathers the updated params bucket by bucket in
+    forward order meanwhile, and a forward pre-hook on every module with
+    params waits for that module's buckets before it runs. Read params
+    outside the model's forward only after wait_params().
+
     Attributes:
         job: the daemon's job name, from its welcome.
     """
@@ -139,7 +99,8 @@ class DistributedOptimizer:
 
     def __init__(self, model: torch.nn.Module, socket: Optional[str] = None,
                  timeout: float = 60.0, job: Optional[str] = None,
-                 overlap_grad_reduce: bool = True) -> None:
+                 overlap_grad_reduce: bool = True,
+                 overlap_param_gather: bool = False) -> None:
         """Attaches `model` to the daemon at `socket`. When this raises,
         the socket it opened is closed.
 
@@ -152,6 +113,9 @@ class DistributedOptimizer:
             job: when given, the daemon's job name must be this.
             overlap_grad_reduce: False hands every gradient over in step()
                 instead of bucket by bucket during backward.
+            overlap_param_gather: True lets step() return before the
+                updated params are gathered; each module's forward waits
+                for its own (the results are bit-identical).
 
         Raises:
             ZshardError: no socket was given, none appeared within
@@ -174,6 +138,8 @@ class DistributedOptimizer:
         self._info: Optional[StepInfo] = None
         self._waiting = ""  # why the daemon is not stepping, as it said
         self._overlap = bool(overlap_grad_reduce)
+        self._gather = ParamGather() if overlap_param_gather else None
+        self._module_hooks: List[Any] = []
         self._sync = True
         self._send_lock = threading.Lock()
         # (grad accumulator, hook handle) per param.
@@ -225,7 +191,8 @@ class DistributedOptimizer:
         """begin_step's wait for the daemon's next step."""
         since = time.monotonic()
         while True:
-            got = _protocol.recv_waiting(sock, WAIT_LOG_S)
+            got = (self._gather.recv(sock, WAIT_LOG_S) if self._gather else
+                   _protocol.recv_waiting(sock, WAIT_LOG_S))
             if got is None:  # nothing for a while: say why, as the daemon
                 _log.warning(  # last heard it from the coordinator
                     "zshard: begin_step has waited %.0f s for its step: %s",
@@ -240,6 +207,8 @@ class DistributedOptimizer:
                 self._write_initial(body, fds)
             elif kind == "layout":
                 self._map_layout(body, fds)
+                if self._gather is not None:
+                    self._gather.reset()
             elif kind == "step":
                 self.zero_grad()
                 self._left = dict(self._params_in)
@@ -252,6 +221,7 @@ class DistributedOptimizer:
                 return self._info
             elif kind == "done":
                 self._info = None
+                self.wait_params()
                 if body.get("failed"):
                     raise JobFailed("the job failed: %s" %
                                     body.get("reason", "no reason given"))
@@ -313,12 +283,48 @@ class DistributedOptimizer:
                          else loss)
         if self._cuda is not None:
             torch.cuda.synchronize(self._cuda)
-        self._send({"type": "backward_done", "step": self._info.step,
-                    "loss": loss})
-        body = _expect(sock, "result", "a step", "error")
+        done: Dict[str, Any] = {"type": "backward_done",
+                                "step": self._info.step, "loss": loss}
+        if self._gather is not None:
+            done["overlap_param_gather"] = True
+        self._send(done)
+        gather = self._gather
+        body = _expect(sock, "result", "a step", "error",
+                       None if gather is None else
+                       (lambda: gather.receive(sock)))
         self._info = None
+        if self._gather is not None and body.get("param_gather"):
+            self._gather.expect(body["step"], self._params_in)
         return StepResult(body["step"], body["applied"], body["grad_norm"],
                           body.get("loss"), body.get("failed", False))
+
+    def wait_params(self) -> None:
+        """Returns once every param of the last step is in place (with
+        overlap_param_gather; at once without).
+
+        Raises:
+            WorkerLost: the daemon went away.
+        """
+        if self._gather is None or not self._gather.pending:
+            return
+        try:
+            self._gather.wait(self._check_open())
+        except WorkerLost:
+            self._release()
+            raise
+
+    def _before_forward(self, indices: List[int]) -> None:
+        """A module's forward pre-hook: waits for its params' buckets."""
+        if self._gather is None or not self._gather.pending:
+            return
+        buckets = [self._bucket_of[i] for i in indices
+                   if i < len(self._bucket_of)]
+        try:
+            self._gather.wait(self._check_open(),
+                              [b for b in buckets if b is not None])
+        except WorkerLost:
+            self._release()
+            raise
 
     def zero_grad(self) -> None:
         """Zeroes the gradient buffer in place (the views stay)."""
@@ -346,6 +352,7 @@ class DistributedOptimizer:
         if self._sock is None:
             return
         try:
+            self.wait_params()  # the private copies are of complete params
             _protocol.send(self._sock, {"type": "detach"})
         except WorkerLost:
             pass
@@ -368,6 +375,9 @@ class DistributedOptimizer:
         for _, handle in self._hooks:
             handle.remove()
         self._hooks = []
+        for handle in self._module_hooks:
+            handle.remove()
+        self._module_hooks = []
         self._info = None
         self._grads = []
         self._sock.close()
@@ -445,7 +455,13 @@ class DistributedOptimizer:
 
     def _hook_params(self) -> None:
         """Hooks every param's AccumulateGrad node once (the nodes are kept
-        alive here, so the hooks stay)."""
+        alive here, so the hooks stay), and with overlap_param_gather every
+        module with params (a forward pre-hook)."""
+        if self._gather is not None and not self._module_hooks:
+            self._module_hooks = hook_modules(
+                self._model, [self._params[e["name"]]
+                              for e in self._spec["params"]],
+                self._before_forward)
         if self._hooks:
             return
         for index, entry in enumerate(self._spec["params"]):

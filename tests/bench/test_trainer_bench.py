@@ -1,7 +1,8 @@
 """Smoke test of tools/bench/trainer_bench.py: a tiny model through the
 whole benchmark (zshard with real coordinator, worker and trainer
-processes, the DDP baseline, the bound, the hand-off runs); its JSON parses
-and every figure is there and consistent. Not a timed test."""
+processes, the DDP baseline, the bound, the hand-off runs), and its
+--overlap-param-gather mode; its JSON parses and every figure is there and
+consistent. Not a timed test."""
 
 import json
 import os
@@ -73,6 +74,23 @@ class TrainerBenchTest(unittest.TestCase):
         self.assertEqual(out.stderr.strip(), "trainer_bench: no baseline at "
                          "/nonexistent/torch_ddp_train.py (pass "
                          "--baselines-dir)")
+
+    def test_overlap_param_gather_mode(self):
+        out = self.run_bench("--overlap-param-gather", "--pairs", "1")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        r = json.loads(out.stdout)
+        modes = r["overlap_param_gather"]
+        for mode in ("off", "on"):
+            self.assertGreater(modes[mode]["step_s"], 0)
+            self.assertEqual(len(modes[mode]["step_s_per_run"]), 1)
+        self.assertAlmostEqual(r["on_over_off"],
+                               modes["on"]["step_s"] / modes["off"]["step_s"])
+        self.assertEqual(r["on_over_off_per_pair"], [r["on_over_off"]])
+        self.assertNotIn("ddp", r)
+        out = self.run_bench("--overlap-param-gather", "--pairs", "1",
+                             "--output", "table")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("step on / off", out.stdout)
 
 
 if __name__ == "__main__":

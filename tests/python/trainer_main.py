@@ -2,6 +2,7 @@
 python3 trainer_main.py SOCKET OUT.pt [--log FILE] [--micro-batches N]
     [--double-backward-at STEP] [--die-in-backward STEP] [--bf16]
     [--kill-daemon-in-backward STEP --daemon-pid PID]
+    [--overlap-param-gather]
 
 Trains models.tied_lm() on models.token_batch() with the global batch the
 daemon gives, then writes the final params (torch.save of the state dict)
@@ -12,7 +13,10 @@ the step is skipped); --die-in-backward kills this process with SIGKILL at
 that step, in the last gradient hook of its backward pass (after the other
 buckets were handed over); --kill-daemon-in-backward kills the daemon
 (--daemon-pid) there instead, so that the hooks after it find the daemon
-gone. Exit status 3 on WorkerLost, 4 on JobFailed."""
+gone. --overlap-param-gather passes overlap_param_gather=True (each step's
+log line then says whether its result deferred the all-gather, and how many
+buckets were still being gathered when step() returned). Exit status 3 on
+WorkerLost, 4 on JobFailed."""
 
 import argparse
 import json
@@ -44,6 +48,7 @@ def main():
     parser.add_argument("--resume-file", default=None)
     parser.add_argument("--bf16", action="store_true",
                         help="the model in bfloat16")
+    parser.add_argument("--overlap-param-gather", action="store_true")
     args = parser.parse_args()
     model = models.tied_lm()
     if args.bf16:
@@ -65,7 +70,9 @@ def main():
 
     dying.register_hook(die)
     try:
-        with DistributedOptimizer(model, socket=args.socket) as opt:
+        with DistributedOptimizer(
+                model, socket=args.socket,
+                overlap_param_gather=args.overlap_param_gather) as opt:
             while True:
                 info = opt.begin_step()
                 if info is None:
@@ -95,8 +102,13 @@ def main():
                         refused = str(e)
                         break
                 result = opt.step(loss)
+                # The optimizer's own record (tests only): results that
+                # deferred the gather, buckets not gathered yet.
+                gather = opt._gather  # pylint: disable=protected-access
                 if log:
                     log.write(json.dumps({
+                        "param_gather": gather.deferred if gather else 0,
+                        "gathering": len(gather.pending) if gather else 0,
                         "step": result.step, "rank": info.rank,
                         "world": info.world, "lr": info.lr,
                         "steps": info.steps, "repeated": info.repeated,

@@ -7,6 +7,7 @@ usage: trainer_bench.py [--ranks 4] [--width 2048] [--layers 4]
                         [--handoff-steps 30] [--step-delay-ms 0]
                         [--bin-dir DIR]
                         [--baselines-dir DIR] [--output json|table]
+                        [--overlap-param-gather [--pairs 2]]
 
 Four measurements, one after the other, each with `--ranks` processes that
 share the machine's cores (torch.set_num_threads(cpu_count // ranks) in
@@ -28,6 +29,12 @@ every model process, as the baseline does):
             one daemon (no peers: the round trip to the daemon and its
             bookkeeping only), then with `--ranks` daemons (adds tiny
             collectives and the wait for the slowest peer).
+
+With --overlap-param-gather, instead of those four: the zshard measurement
+`--pairs` times with DistributedOptimizer's overlap_param_gather off, then
+on (alternating, so that a change of the machine's load hits both alike),
+and the ratio of the step times, on / off (each mode's figure is the median
+of its runs' medians).
 
 Every figure is the median over the steps after `--warmup` steps, rank 0's
 view, as the baseline reports it. Prints JSON (default) or a table."""
@@ -90,7 +97,9 @@ def trainer_main(args):
              build_model(args.width, args.layers))
     timings = {"cycle": [], "fwd_bwd": [], "exchange": [], "begin": [],
                "zero_grad": [], "rank": None}
-    with DistributedOptimizer(model, socket=args.socket) as opt:
+    with DistributedOptimizer(
+            model, socket=args.socket,
+            overlap_param_gather=args.trainer_overlap_param_gather) as opt:
         zero = opt.zero_grad
 
         def timed_zero():  # begin_step zeroes the grad buffer through this
@@ -235,7 +244,7 @@ def job_spec(model, ranks, global_batch, steps, step_delay_ms, bucket_size):
     }
 
 
-def run_zshard(args, handoff, ranks):
+def run_zshard(args, handoff, ranks, overlap_param_gather=False):
     """One job through zshard; the trainers' timings and the daemons' step
     times."""
     import torch
@@ -251,6 +260,8 @@ def run_zshard(args, handoff, ranks):
                         "--layers", str(args.layers)]
         if handoff:
             trainer_args.append("--handoff")
+        if overlap_param_gather:
+            trainer_args.append("--trainer-overlap-param-gather")
         job.start(ranks, trainer_args)
         job.wait(ranks, args.timeout)
         return job.timings(ranks), job.daemon_step_ms(ranks)
@@ -495,13 +506,22 @@ def parse(argv):
     ap.add_argument("--output", choices=["json", "table"], default="json")
     ap.add_argument("--timeout", type=float, default=1200,
                     help="seconds each measurement may take")
+    ap.add_argument("--overlap-param-gather", action="store_true",
+                    help="measure the zshard step with overlap_param_gather "
+                    "off and on instead")
+    ap.add_argument("--pairs", type=int, default=2,
+                    help="runs of each mode with --overlap-param-gather "
+                    "(default 2)")
     # The trainer process's own flags.
     ap.add_argument("--trainer", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--handoff", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--socket", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
+    ap.add_argument("--trainer-overlap-param-gather", action="store_true",
+                    help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    for name in ("ranks", "width", "layers", "global_batch", "steps"):
+    for name in ("ranks", "width", "layers", "global_batch", "steps",
+                 "pairs"):
         if getattr(args, name) < 1:
             ap.error("--%s must be >= 1" % name.replace("_", "-"))
     if args.warmup < 1:
@@ -515,12 +535,20 @@ def main(argv):
     args = parse(argv)
     if args.trainer:
         return trainer_main(args)
+    gather = args.overlap_param_gather
+    if gather:
+        import trainer_bench_gather
     try:
-        result = measure(args)
+        result = (trainer_bench_gather.measure(args) if gather else
+                  measure(args))
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
         print("trainer_bench: %s" % e, file=sys.stderr)
         return 1
-    print(table(result) if args.output == "table" else json.dumps(result))
+    if args.output == "json":
+        print(json.dumps(result))
+    else:
+        print(trainer_bench_gather.table(result) if gather else
+              table(result))
     return 0
 
 

@@ -65,6 +65,12 @@ void StepEngine::CountTraffic(StepTelemetry& t) const {
 absl::Status StepEngine::ReduceGradients(StepTelemetry& t,
                                          GradientStream* stream) {
   const std::vector<WindowState>& windows = buffers_->windows();
+  // The last step's deferred all-gathers use the same communicators.
+  if (absl::Status gathered = JoinGathers(); !gathered.ok()) {
+    return absl::Status(gathered.code(),
+                        absl::StrCat("the all-gather of step ", step_,
+                                     "'s params failed: ", gathered.message()));
+  }
   double seconds = 0;
   for (size_t wi = 0; wi < windows.size(); ++wi) {
     const WindowState& w = windows[wi];
@@ -242,8 +248,8 @@ absl::Status StepEngine::UpdateAndGather(StepTelemetry& t, bool gather) {
     // Gathers run one at a time (one operation per communicator), each
     // overlapping the next window's Adam.
     wait_pending();
-    if (!gather || groups_.shard_group(win.buffer) == nullptr ||
-        !gather_status.ok()) {
+    if (!gather || defer_gather_ ||
+        groups_.shard_group(win.buffer) == nullptr || !gather_status.ok()) {
       continue;
     }
     auto gather = [this, wi]() {
@@ -260,11 +266,14 @@ absl::Status StepEngine::UpdateAndGather(StepTelemetry& t, bool gather) {
     }
   }
   wait_pending();
+  // overlap_param_gather: Step starts them once the trainer has the result.
+  gathers_deferred_ = gather && defer_gather_;
   return gather_status;
 }
 
 StepResult StepEngine::Step(Workload& workload, bool stop_requested) {
   commit_pending_ = false;  // the gradients are about to be overwritten
+  gathers_deferred_ = false;
   const auto g0 = Clock::now();
   // With a streaming workload the reduce-scatters run during Gradients.
   std::optional<Reduction> reduction;
@@ -282,6 +291,7 @@ StepResult StepEngine::Step(Workload& workload, bool stop_requested) {
     result.telemetry.adam_step = adam_step_;
     result.telemetry.skipped_steps = skipped_steps_;
   } else {
+    defer_gather_ = workload.defers_param_gather();
     result = StepOnBuffers(workload.global_batch(), *loss, workload.has_loss(),
                            stop_requested,
                            reduction.has_value() ? &*reduction : nullptr);
@@ -302,7 +312,11 @@ StepResult StepEngine::Step(Workload& workload, bool stop_requested) {
         result.status = synced;
       }
     }
+    if (report.ok && gathers_deferred_) {
+      report.deferred_gathers = static_cast<int>(buffers_->windows().size());
+    }
     workload.StepFinished(report);
+    if (report.deferred_gathers > 0) StartGathers(workload);
   }
   result.telemetry.times.gradients = gradient_seconds;
   return result;
@@ -389,6 +403,7 @@ absl::Status StepEngine::ApplyCommitted(const CommitArray& values,
 
 absl::Status StepEngine::FinishPendingStep(
     absl::Span<const double> commit_values) {
+  (void)JoinGathers();
   if (!commit_pending_) {
     return absl::FailedPreconditionError(
         absl::StrCat("step engine: no step is pending after step ", step_));

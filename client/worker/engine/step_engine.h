@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -161,6 +162,13 @@ class StepEngine {
   // which). After an error every communicator of this engine is aborted.
   // `stop_requested` travels in the commit all-reduce: when any rank sets
   // it, every rank's result has stop = true (see StepResult).
+  //
+  // When the workload defers_param_gather() (overlap_param_gather), Step
+  // returns after Adam and StepFinished with the buckets' all-gathers
+  // running on another thread, in forward order, each reported through
+  // Workload::ParamsGathered; the next Step waits for them before its
+  // first collective (a gather error fails that step before its commit
+  // point), as do FinishPendingStep and the destructor.
   StepResult Step(Workload& workload, bool stop_requested = false);
 
   // Completes the step whose result had commit_pending, with the
@@ -250,6 +258,16 @@ class StepEngine {
   // bucket (CreateFromState).
   absl::Status PublishParams();
   void CountTraffic(StepTelemetry& t) const;
+  // overlap_param_gather (step_engine_gather.cc). The windows in forward
+  // order: by the first registered param of their bucket.
+  std::vector<int> ForwardWindows() const;
+  // All-gathers every window on gatherer_, in forward order, telling
+  // `workload` of each (ParamsGathered); the first error fails the rest
+  // without a collective.
+  void StartGathers(Workload& workload);
+  // Waits for gatherer_; the first gather error of the last deferred step,
+  // OK when none.
+  absl::Status JoinGathers();
 
   const EngineConfig config_;
   const EngineOptions options_;
@@ -266,6 +284,12 @@ class StepEngine {
   int64_t skipped_steps_ = 0;
   int64_t global_batch_ = 1;  // of the workload of the running step
   bool commit_pending_ = false;
+  // The running step's workload asked to defer the all-gathers, and
+  // UpdateAndGather left them for StartGathers.
+  bool defer_gather_ = false;
+  bool gathers_deferred_ = false;
+  std::thread gatherer_;
+  absl::Status gather_status_;  // gatherer_'s; read after joining it
 };
 
 }  // namespace zshard::engine

@@ -66,7 +66,7 @@ StepEngine::StepEngine(const EngineConfig& config, const EngineOptions& options)
   hyper_.weight_decay = config.optimizer.weight_decay;
 }
 
-StepEngine::~StepEngine() = default;
+StepEngine::~StepEngine() { (void)JoinGathers(); }
 
 absl::StatusOr<std::unique_ptr<StepEngine>> StepEngine::Create(
     const EngineConfig& config, const EngineOptions& options,

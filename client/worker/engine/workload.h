@@ -23,11 +23,16 @@ struct StepReport {
   double grad_norm = 0;  // global, before clipping
   bool has_loss = false;
   double loss = 0;  // the world's summed loss / global batch
+  // Buckets whose all-gather runs after StepFinished (the workload asked
+  // with defers_param_gather): ParamsGathered follows for each. 0: every
+  // param was complete before StepFinished.
+  int deferred_gathers = 0;
 };
 
 // One rank's share of a data-parallel workload. A workload is created for
 // a given world size and rank; the sum of every rank's gradients is the
-// global gradient sum over the global batch. Not thread-safe.
+// global gradient sum over the global batch. Not thread-safe,
+// except ParamsGathered (see there).
 class Workload {
  public:
   virtual ~Workload() = default;
@@ -59,6 +64,19 @@ class Workload {
   // Called at the end of every Step whose Gradients succeeded, whether the
   // rest of the step did or not (report.ok). Default: nothing.
   virtual void StepFinished(const StepReport& /*report*/) {}
+  // overlap_param_gather: true when this step's params may be all-gathered
+  // after StepFinished, bucket by bucket in forward order (the reader of
+  // the params waits for each bucket's ParamsGathered). Asked once the
+  // step's gradients are in. Default false: every bucket is gathered
+  // before StepFinished.
+  virtual bool defers_param_gather() const { return false; }
+  // Bucket `bucket` of buffer `buffer` holds step `step`'s updated params
+  // (ok), or its all-gather failed (false: the params stay stale until
+  // the next epoch publishes them, and the next step fails). Called once
+  // per deferred bucket, in forward order, on the engine's gathering
+  // thread: concurrently with the next step's Gradients. Default: nothing.
+  virtual void ParamsGathered(int64_t /*step*/, int /*buffer*/, int /*bucket*/,
+                              bool /*ok*/) {}
 
   // Why this worker should leave the job (hand its state over, as on
   // SIGTERM) after a failed Gradients, e.g. its trainer process gone past

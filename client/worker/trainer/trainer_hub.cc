@@ -299,8 +299,7 @@ absl::Status TrainerHub::AdoptJob(const std::string& job_name,
     ZSHARD_LOG_WARN("trainer refused",
                     {{"error", std::string(refused.message())}});
     fd = conn_.get();
-    (void)SendMessage(fd, {{"type", "error"}, {"message", refused.message()}},
-                      {}, options_.io_timeout_ms);
+    (void)Send(fd, {{"type", "error"}, {"message", refused.message()}}, {});
     Drop();
   }
   Notify("trainer_refused",
@@ -344,6 +343,20 @@ absl::StatusOr<BackwardDone> TrainerHub::RunBackward(
   if (fd < 0) return absl::FailedPreconditionError("no trainer is attached");
   auto fail = [this](const absl::Status& s) { return Fail(s); };
   if (send_layout) {
+    // A trainer that maps the buffers anew has no pending buckets to wait
+    // for: the last step's deferred all-gathers must be done first.
+    absl::MutexLock lock(&mu_);
+    auto gathered = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return gathers_left_ == 0;
+    };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&gathered),
+                              absl::Milliseconds(timeout_ms))) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the params' all-gather of the last step did not finish within ",
+          timeout_ms, " ms"));
+    }
+  }
+  if (send_layout) {
     const bool ipc = layout.cuda_device >= 0;
     if (!ipc && layout.buffers.size() * 2 > device::kMaxPassedFds) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -381,23 +394,22 @@ absl::StatusOr<BackwardDone> TrainerHub::RunBackward(
                               {"generation", layout.generation},
                               {"buffers", std::move(buffers)}};
     if (ipc) message["cuda_device"] = layout.cuda_device;
-    const absl::Status sent =
-        SendMessage(fd, message, fds, options_.io_timeout_ms);
+    const absl::Status sent = Send(fd, message, fds);
     if (!sent.ok()) return fail(sent);
     absl::MutexLock lock(&mu_);
     sent_generation_ = layout.generation;
   }
-  const absl::Status sent = SendMessage(fd,
-                                        {{"type", "step"},
-                                         {"step", step.step},
-                                         {"rank", step.rank},
-                                         {"world", step.world},
-                                         {"global_batch", step.global_batch},
-                                         {"lr", step.lr},
-                                         {"steps", step.steps},
-                                         {"repeated", step.repeated},
-                                         {"generation", layout.generation}},
-                                        {}, options_.io_timeout_ms);
+  const absl::Status sent = Send(fd,
+                                 {{"type", "step"},
+                                  {"step", step.step},
+                                  {"rank", step.rank},
+                                  {"world", step.world},
+                                  {"global_batch", step.global_batch},
+                                  {"lr", step.lr},
+                                  {"steps", step.steps},
+                                  {"repeated", step.repeated},
+                                  {"generation", layout.generation}},
+                                 {});
   if (!sent.ok()) return fail(sent);
   const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms);
   BackwardDone done;
@@ -444,6 +456,9 @@ absl::StatusOr<BackwardDone> TrainerHub::RunBackward(
       done.has_loss = true;
       done.loss = loss->get<double>();
     }
+    auto overlap = reply->body.find("overlap_param_gather");
+    done.overlap_param_gather = overlap != reply->body.end() &&
+                                overlap->is_boolean() && overlap->get<bool>();
     return done;
   }
 }
@@ -476,8 +491,7 @@ absl::StatusOr<std::vector<float>> TrainerHub::FetchInitialParams(
       device::SharedMemory::Create("zshard-initial-params",
                                    static_cast<size_t>(numel) * 4));
   const int fds[] = {region->fd()};
-  absl::Status sent = SendMessage(fd, {{"type", "init"}, {"numel", numel}}, fds,
-                                  options_.io_timeout_ms);
+  absl::Status sent = Send(fd, {{"type", "init"}, {"numel", numel}}, fds);
   if (!sent.ok()) return Fail(sent);
   absl::StatusOr<Message> reply = ReceiveMessage(fd, timeout_ms);
   if (!reply.ok()) return Fail(reply.status());
@@ -491,6 +505,12 @@ absl::StatusOr<std::vector<float>> TrainerHub::FetchInitialParams(
 
 void TrainerHub::SendResult(const TrainerStepResult& r) {
   absl::MutexLock io(&io_mu_);
+  if (r.deferred_gathers > 0) {
+    // Counted even with no trainer attached: the next one's layout waits.
+    absl::MutexLock lock(&mu_);
+    gathers_left_ = r.deferred_gathers;
+    gathers_for_ = attach_count_;
+  }
   const int fd = Conn();
   if (fd < 0) return;
   nlohmann::json body = {{"type", "result"},         {"step", r.step},
@@ -499,7 +519,27 @@ void TrainerHub::SendResult(const TrainerStepResult& r) {
   if (r.loss) body["loss"] = *r.loss;
   // A failed step has no world loss or norm: the world never agreed on one.
   if (r.failed) body["grad_norm"] = nullptr;
-  (void)SendMessage(fd, body, {}, options_.io_timeout_ms);
+  // The trainer's forward pre-hooks wait for each bucket's "gathered".
+  if (r.deferred_gathers > 0) body["param_gather"] = true;
+  (void)Send(fd, body, {});
+}
+
+void TrainerHub::SendGathered(int64_t step, int buffer, int bucket, bool ok) {
+  absl::MutexLock lock(&mu_);
+  if (gathers_left_ > 0) --gathers_left_;
+  // Another trainer attached since the result: it maps the buffers anew.
+  if (conn_.get() < 0 || gathers_for_ != attach_count_) return;
+  (void)Send(conn_.get(), {{"type", "gathered"},
+                           {"step", step},
+                           {"buffer", buffer},
+                           {"bucket", bucket},
+                           {"ok", ok}});
+}
+
+absl::Status TrainerHub::Send(int fd, const nlohmann::json& body,
+                              absl::Span<const int> fds) {
+  absl::MutexLock lock(&send_mu_);
+  return SendMessage(fd, body, fds, options_.io_timeout_ms);
 }
 
 void TrainerHub::SetWaiting(const std::string& why) {
@@ -513,8 +553,7 @@ void TrainerHub::SetWaiting(const std::string& why) {
   {
     absl::MutexLock lock(&mu_);
     if (conn_.get() >= 0 && waiting_ != sent_waiting_ &&
-        SendMessage(conn_.get(), {{"type", "waiting"}, {"reason", waiting_}},
-                    {}, options_.io_timeout_ms)
+        Send(conn_.get(), {{"type", "waiting"}, {"reason", waiting_}}, {})
             .ok()) {
       sent_waiting_ = waiting_;
     }
@@ -526,9 +565,8 @@ void TrainerHub::SendDone(bool failed, const std::string& reason) {
   absl::MutexLock io(&io_mu_);
   absl::MutexLock lock(&mu_);
   if (conn_.get() < 0) return;
-  (void)SendMessage(conn_.get(),
-                    {{"type", "done"}, {"failed", failed}, {"reason", reason}},
-                    {}, options_.io_timeout_ms);
+  (void)Send(conn_.get(),
+             {{"type", "done"}, {"failed", failed}, {"reason", reason}}, {});
 }
 
 bool TrainerHub::attached() const {

@@ -19,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "client/worker/device/fd_passing.h"
 #include "client/worker/engine/gradient_stream.h"
 #include "client/worker/engine/model_state.h"
@@ -66,6 +67,9 @@ struct TrainerStep {
 struct BackwardDone {
   bool has_loss = false;
   double loss = 0;  // this rank's summed loss
+  // The trainer waits for each bucket's params in its forward pre-hooks:
+  // the all-gather may run after the result (SendGathered).
+  bool overlap_param_gather = false;
 };
 
 struct TrainerStepResult {
@@ -77,6 +81,9 @@ struct TrainerStepResult {
   bool applied = false;
   double grad_norm = 0;
   std::optional<double> loss;  // the world's summed loss / B
+  // Buckets whose all-gather runs after this result: SendGathered follows
+  // for each.
+  int deferred_gathers = 0;
 };
 
 // Thread-safe. Owns the listening socket (unlinked on destruction) and an
@@ -117,6 +124,14 @@ class TrainerHub {
   // Sends the step's result to the attached trainer (dropped silently when
   // it has gone: the next RunBackward notices).
   void SendResult(const TrainerStepResult& result);
+
+  // overlap_param_gather: bucket `bucket` of buffer `buffer` holds step
+  // `step`'s params (ok) or its all-gather failed. Sent to the trainer
+  // that got the step's result, if it is still attached; thread-safe, and
+  // does not wait for a step's exchange (the trainer reads it during its
+  // next forward). A layout (for a new trainer or a new generation) waits
+  // until every bucket of the last deferred result was reported.
+  void SendGathered(int64_t step, int buffer, int bucket, bool ok);
 
   // Why the daemon is not stepping (the coordinator's words; empty: it
   // is). A change is sent to the attached trainer between its steps
@@ -188,6 +203,15 @@ class TrainerHub {
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   // Serialises step exchanges (one conversation at a time).
   absl::Mutex io_mu_;
+  // Deferred buckets of the last result still to be reported, and the
+  // attach (attach_count_) of the trainer that got that result.
+  int gathers_left_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t gathers_for_ ABSL_GUARDED_BY(mu_) = 0;
+  // Serialises writes to the connection: SendGathered writes while a
+  // step's exchange holds io_mu_. Taken after mu_ when both are held.
+  absl::Mutex send_mu_;
+  absl::Status Send(int fd, const nlohmann::json& body,
+                    absl::Span<const int> fds = {});
 };
 
 // The reason a trainer's model (the job spec's model object it sent) does

@@ -32,11 +32,18 @@
 //   trainer -> daemon  discard        {"step", "reason"}: a gradient changed
 //                                      after its bucket was handed over;
 //                                      the step is skipped on every rank
-//   trainer -> daemon  backward_done  {"step", "loss" (a number or null)}:
-//                                      every bucket not signalled is final
+//   trainer -> daemon  backward_done  {"step", "loss" (a number or null),
+//                                      "overlap_param_gather" (optional,
+//                                      default false)}: every bucket not
+//                                      signalled is final
 //   daemon -> trainer  result         {"step", "failed", "applied",
 //                                      "grad_norm", "loss" (both null for a
-//                                      failed step)}
+//                                      failed step), "param_gather" (only
+//                                      when true)}
+//   daemon -> trainer  gathered       {"step", "buffer", "bucket", "ok"}:
+//                                      the bucket holds the step's updated
+//                                      params (ok false: its all-gather
+//                                      failed; see below)
 //   daemon -> trainer  done           {"failed", "reason"}: the job's steps
 //                                      are done (failed false; also to a
 //                                      spare's trainer), or the coordinator
@@ -48,6 +55,20 @@
 // step whose generation differs from the last layout's (a re-shard changed the
 // buffers). Param "start" is in elements of its buffer; a param of numel n
 // occupies [start, start + n).
+//
+// overlap_param_gather: a trainer that sets "overlap_param_gather" in its
+// backward_done lets the daemon send the result once Adam is done and
+// all-gather the params afterwards. Such a result has "param_gather": true,
+// and one "gathered" follows for every bucket of every buffer, in forward
+// order (by the first registered param of the bucket), after the result
+// and before the next step's result; they may come before or after the
+// next step's "step" message and "done", and the trainer must not read a
+// bucket's params until its "gathered" came (its forward pre-hooks wait
+// for them). Every "gathered" comes, ok or not; a failed one means the
+// params are stale and the next step fails on the daemon (its result has
+// "failed": true, and a new layout precedes the step that redoes it). A
+// layout is sent only once every bucket was gathered, so a trainer that
+// (re)attaches never waits for a bucket.
 #pragma once
 
 #include <cstdint>

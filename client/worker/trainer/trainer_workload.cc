@@ -82,6 +82,7 @@ absl::StatusOr<double> TrainerWorkload::RunStep(
         hub_->RunBackward(*shared, info, timeout, stream);
     if (done.ok()) {
       has_loss_ = done->has_loss;
+      defer_gather_ = done->overlap_param_gather;
       return done->loss;
     }
     if (done.status().code() != absl::StatusCode::kUnavailable) {
@@ -107,7 +108,13 @@ void TrainerWorkload::StepFinished(const engine::StepReport& report) {
   result.grad_norm = report.grad_norm;
   // A failed step has no world loss (the hub sends no norm either).
   if (report.has_loss && report.ok) result.loss = report.loss;
+  result.deferred_gathers = report.deferred_gathers;
   hub_->SendResult(result);
+}
+
+void TrainerWorkload::ParamsGathered(int64_t step, int buffer, int bucket,
+                                     bool ok) {
+  hub_->SendGathered(step, buffer, bucket, ok);
 }
 
 absl::StatusOr<std::unique_ptr<engine::Workload>> MakeTrainerWorkload(

@@ -51,6 +51,10 @@ class TrainerWorkload final : public engine::Workload {
       int64_t step, engine::ModelState& state,
       engine::GradientStream& stream) override;
   void StepFinished(const engine::StepReport& report) override;
+  // The trainer asked in its backward_done (overlap_param_gather).
+  bool defers_param_gather() const override { return defer_gather_; }
+  // Tells the trainer (TrainerHub::SendGathered).
+  void ParamsGathered(int64_t step, int buffer, int bucket, bool ok) override;
   std::optional<std::string> LeaveReason() const override {
     return leave_reason_;
   }
@@ -66,6 +70,7 @@ class TrainerWorkload final : public engine::Workload {
   const Options options_;
   std::vector<int64_t> offsets_;  // of each param in `initial`
   bool has_loss_ = false;
+  bool defer_gather_ = false;  // this step's trainer waits per bucket
   // Set when no trainer came back within the timeout.
   std::optional<std::string> leave_reason_;
 };

@@ -1,7 +1,8 @@
 // TrainerHub against a trainer that speaks the protocol over a real Unix
 // socket and maps real shared segments: attach, refusals (a second
 // trainer, another job, another model), initial params, the step exchange
-// with its layout, a trainer that dies and one that comes back.
+// with its layout, a trainer that dies and one that comes back, and the
+// "gathered" messages of overlap_param_gather.
 #include "client/worker/trainer/trainer_hub.h"
 
 #include <gmock/gmock.h>
@@ -10,9 +11,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/worker/device/shared_memory.h"
 #include "client/worker/trainer/trainer_protocol.h"
 #include "tests/testing/temp_dir.h"
@@ -66,6 +72,10 @@ class Trainer {
     absl::StatusOr<Message> m = ReceiveMessage(fd_.get(), kTimeoutMs);
     EXPECT_TRUE(m.ok()) << m.status();
     return m.ok() ? std::move(*m) : Message{};
+  }
+  // The next message, if one comes within `ms`.
+  absl::StatusOr<Message> ReceiveWithin(int64_t ms) {
+    return ReceiveMessage(fd_.get(), ms);
   }
   void Send(const nlohmann::json& body) {
     EXPECT_TRUE(SendMessage(fd_.get(), body, {}, kTimeoutMs).ok());
@@ -271,6 +281,101 @@ TEST_F(TrainerHubTest, StepsThroughSharedBuffersAndSurvivesATrainerRestart) {
       HasEvent("trainer_attached: trainer pid 4242 attached "
                "(trainer 2 of this daemon)"))
       << ::testing::PrintToString(events());
+}
+
+TEST_F(TrainerHubTest, GatheredMessagesFollowADeferredResult) {
+  auto params = device::SharedMemory::Create("params", 256 * 4);
+  auto grads = device::SharedMemory::Create("grads", 256 * 4);
+  ASSERT_TRUE(params.ok() && grads.ok());
+  TrainerLayout layout;
+  layout.generation = 3;
+  engine::SharedBuffers::Buffer b;
+  b.key.param_dtype = b.key.grad_dtype = plan::DType::kFp32;
+  b.numel = 256;
+  b.buckets = {{0, 128}, {128, 256}};
+  b.param_starts = {{"b", 0}, {"w", 128}};
+  b.param_fd = (*params)->fd();
+  b.grad_fd = (*grads)->fd();
+  layout.buffers = {b};
+
+  Trainer t1(path());
+  ASSERT_EQ(t1.Hello(ModelJson(JobModel())).type(), "welcome");
+  ASSERT_TRUE(hub_->WaitForTrainer(kTimeoutMs).ok());
+  std::thread first([&] {
+    EXPECT_EQ(t1.Receive().type(), "layout");
+    EXPECT_EQ(t1.Receive().type(), "step");
+    t1.Send({{"type", "backward_done"},
+             {"step", 1},
+             {"loss", nullptr},
+             {"overlap_param_gather", true}});
+  });
+  absl::StatusOr<BackwardDone> done =
+      hub_->RunBackward(layout, {1, 0, 1, 8, 0.01}, kTimeoutMs);
+  first.join();
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_TRUE(done->overlap_param_gather);
+  TrainerStepResult result{1, false, true, 0.5, std::nullopt, 2};
+  hub_->SendResult(result);
+  Message r = t1.Receive();
+  EXPECT_EQ(r.type(), "result");
+  EXPECT_EQ(r.body["param_gather"], true);
+
+  // Step 2's exchange holds the connection while the trainer waits for
+  // the gathers in its forward: they must not wait for that exchange.
+  std::thread second([&] {
+    std::vector<std::string> got;
+    for (int i = 0; i < 3; ++i) {
+      Message m = t1.Receive();
+      got.push_back(m.type() == "gathered"
+                        ? absl::StrCat("gathered ", m.body["step"].dump(), " ",
+                                       m.body["bucket"].dump(), " ",
+                                       m.body["ok"].dump())
+                        : m.type());
+    }
+    std::vector<std::string> gathered(got.begin(), got.end());
+    gathered.erase(std::remove(gathered.begin(), gathered.end(), "step"),
+                   gathered.end());
+    EXPECT_EQ(gathered, (std::vector<std::string>{"gathered 1 1 true",
+                                                  "gathered 1 0 true"}))
+        << ::testing::PrintToString(got);
+    t1.Send({{"type", "backward_done"}, {"step", 2}, {"loss", nullptr}});
+  });
+  std::thread gatherer([&] {
+    hub_->SendGathered(1, 0, 1, true);
+    hub_->SendGathered(1, 0, 0, true);
+  });
+  done = hub_->RunBackward(layout, {2, 0, 1, 8, 0.01}, kTimeoutMs);
+  gatherer.join();
+  second.join();
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_FALSE(done->overlap_param_gather);
+
+  // A trainer that attaches while a deferred result's buckets are still
+  // being gathered gets its layout only once they are all reported.
+  result.step = 2;
+  hub_->SendResult(result);
+  EXPECT_EQ(t1.Receive().type(), "result");
+  t1.Close();
+  Trainer t2(path());
+  ASSERT_EQ(t2.Hello(ModelJson(JobModel())).type(), "welcome");
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return hub_->attach_count() == 2; }, kTimeoutMs));
+  absl::StatusOr<BackwardDone> third_done;
+  std::thread third([&] {
+    third_done = hub_->RunBackward(layout, {3, 0, 1, 8, 0.01}, kTimeoutMs);
+  });
+  EXPECT_EQ(t2.ReceiveWithin(300).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  hub_->SendGathered(2, 0, 1, true);
+  EXPECT_EQ(t2.ReceiveWithin(300).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  hub_->SendGathered(2, 0, 0, true);
+  // The gathers were the old trainer's: t2 gets none of them.
+  EXPECT_EQ(t2.Receive().type(), "layout");
+  EXPECT_EQ(t2.Receive().type(), "step");
+  t2.Send({{"type", "backward_done"}, {"step", 3}, {"loss", nullptr}});
+  third.join();
+  EXPECT_TRUE(third_done.ok()) << third_done.status();
 }
 
 TEST_F(TrainerHubTest, FieldsOfTheWrongTypeAreRefusedNotThrown) {
