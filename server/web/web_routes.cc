@@ -110,6 +110,18 @@ void WebRoutes::Install(httplib::Server* http) {
             });
 }
 
+std::shared_ptr<grpc::Channel> WebRoutes::StreamChannel(
+    httplib::Response& res) {
+  std::shared_ptr<grpc::Channel> channel = channels_();
+  AddNoStore(res);
+  if (channel == nullptr) {
+    res.status = 503;
+    res.set_content(ConnectError(absl::UnavailableError("no gRPC server")).body,
+                    "application/json");
+  }
+  return channel;
+}
+
 void WebRoutes::ServeEvents(httplib::Server* http) {
   http->Get("/events/stream", [this](const httplib::Request& req,
                                      httplib::Response& res) {
@@ -117,15 +129,8 @@ void WebRoutes::ServeEvents(httplib::Server* http) {
     std::string from = req.get_header_value("Last-Event-ID");
     if (from.empty()) from = req.get_param_value("after_seq");
     if (!from.empty() && !absl::SimpleAtoi(from, &after)) after = 0;
-    std::shared_ptr<grpc::Channel> channel = channels_();
-    AddNoStore(res);
-    if (channel == nullptr) {
-      res.status = 503;
-      res.set_content(
-          ConnectError(absl::UnavailableError("no gRPC server")).body,
-          "application/json");
-      return;
-    }
+    std::shared_ptr<grpc::Channel> channel = StreamChannel(res);
+    if (channel == nullptr) return;
     auto feed = std::make_shared<EventFeed>(channel, after);
     const absl::Duration keepalive = absl::Milliseconds(options_.keepalive_ms);
     res.set_chunked_content_provider(
@@ -149,15 +154,8 @@ void WebRoutes::ServeEvents(httplib::Server* http) {
 void WebRoutes::ServePlan(httplib::Server* http) {
   http->Get("/plan/stream", [this](const httplib::Request&,
                                    httplib::Response& res) {
-    std::shared_ptr<grpc::Channel> channel = channels_();
-    AddNoStore(res);
-    if (channel == nullptr) {
-      res.status = 503;
-      res.set_content(
-          ConnectError(absl::UnavailableError("no gRPC server")).body,
-          "application/json");
-      return;
-    }
+    std::shared_ptr<grpc::Channel> channel = StreamChannel(res);
+    if (channel == nullptr) return;
     auto feed = std::make_shared<EventFeed>(channel, -1);
     // The last plan sent; a status follows every event.
     auto last_plan = std::make_shared<std::string>();

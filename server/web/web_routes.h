@@ -14,6 +14,7 @@
 
 namespace httplib {
 class Server;
+struct Response;
 }
 
 namespace zshard::server::web {
@@ -42,6 +43,9 @@ class WebRoutes {
   const JsonGateway& gateway() const { return gateway_; }
 
  private:
+  // The channel a stream reads from, with the response's no-store header;
+  // null (and `res` a 503 Connect error) when no gRPC server runs.
+  std::shared_ptr<grpc::Channel> StreamChannel(httplib::Response& res);
   void ServeEvents(httplib::Server* http);
   void ServePlan(httplib::Server* http);
 

@@ -24,7 +24,7 @@ std::string Tail(const std::string& text, size_t n = 4000) {
 }  // namespace
 
 nlohmann::json ElasticJob::ToJson() const {
-  const bool parallel = tensor * pipeline > 1;
+  const bool parallel = tensor * pipeline * context > 1;
   nlohmann::json slots = nlohmann::json::array();
   for (int s = 0; s < tensor * pipeline; ++s) {
     nlohmann::json params = ParamsJson(parallel ? 8 * s : 0);
@@ -36,7 +36,8 @@ nlohmann::json ElasticJob::ToJson() const {
   if (parallel) model = {{"slots", slots}};
   nlohmann::json spec = BaseJson(model);
   if (parallel) {
-    spec["parallel"] = {{"tensor", tensor}, {"pipeline", pipeline}};
+    spec["parallel"] = {
+        {"tensor", tensor}, {"pipeline", pipeline}, {"context", context}};
   }
   if (clip_grad_norm > 0) {
     spec["optimizer"]["clip_grad_norm"] = clip_grad_norm;

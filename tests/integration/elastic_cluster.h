@@ -58,11 +58,14 @@ struct ElasticJob {
   int64_t checkpoint_every = 0;
   // optimizer.clip_grad_norm (0: no clipping).
   double clip_grad_norm = 0;
-  // parallel.tensor and parallel.pipeline: above 1 the model becomes one
+  // parallel.tensor and parallel.pipeline (and context): above 1 the model
+  // becomes one
   // spec per slot (tp, pp), slot s's params param_sizes[i] + 8 x s
   // elements (so that slots differ), the first param tp_replicated.
   int tensor = 1;
   int pipeline = 1;
+  // parallel.context.
+  int context = 1;
 
   nlohmann::json ToJson() const;
   // The parsed spec (what the coordinator and the reference read).

@@ -207,5 +207,38 @@ TEST(ModelParallelIntegrationTest, KeepDWithoutSpareDissolvesTheReplica) {
   ExpectParallelMasters(run, 8);
 }
 
+// Context parallelism: T = 2, C = 2 (P = 1), eight workers = two replicas,
+// each slot sharded over R x C = 4 data-parallel ranks in one instance (so
+// every rank owns a quarter of its slot); every slot's masters equal the
+// reference.
+TEST(ModelParallelIntegrationTest,
+     ContextParallelSlotsShardOverReplicasTimesContext) {
+  ElasticJob job = ParallelJob();
+  job.name = "tp2cp2";
+  job.pipeline = 1;
+  job.context = 2;
+  job.instances = 1;
+  job.min_world = 8;
+  job.resize = "keep_i";
+  auto spec = job.Spec();
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ElasticRun run(job);
+  ASSERT_TRUE(run.Start().ok()) << run.CoordinatorLog();
+  const std::vector<std::string> names = WorkerNames(8);
+  ASSERT_TRUE(run.StartWorkers(names).ok());
+  auto status = run.WaitForRanksAtStep(8, 5, kStartMs);
+  ASSERT_TRUE(status.ok()) << status.status() << "\n" << run.Diagnostics();
+  EXPECT_EQ(status->parallel().context(), 2) << status->ShortDebugString();
+  // Every rank is in its slot's one instance at its data-parallel rank.
+  for (const v1::MemberStatus& m : RankedMembers(*status)) {
+    const plan::Position p = plan::PositionOf(spec->parallel, 8, m.rank());
+    EXPECT_EQ(m.instance(), 0) << m.ShortDebugString();
+    EXPECT_EQ(m.shard_rank(), plan::DataParallelRank(spec->parallel, p))
+        << m.ShortDebugString();
+  }
+  ExpectExitedZero(run, names);
+  ExpectParallelMasters(run, 8);
+}
+
 }  // namespace
 }  // namespace zshard::testing

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -14,6 +15,24 @@
 #include "common/plan/plan.h"
 
 namespace zshard::engine::testing {
+
+// Six params "p0".."p5" of 1000, 300, 2500, 7, 130 and 700 elements in
+// `dtype`: with bucket_size 600 three buckets, each padded. Param
+// `no_decay` (-1: none) has no weight decay.
+inline plan::ModelSpec SmallModel(plan::DType dtype, int no_decay = -1) {
+  plan::ModelSpec spec;
+  spec.name = "small";
+  const int64_t sizes[] = {1000, 300, 2500, 7, 130, 700};
+  for (int i = 0; i < 6; ++i) {
+    plan::ParamSpec p;
+    p.name = "p" + std::to_string(i);
+    p.shape = {sizes[i]};
+    p.dtype = dtype;
+    p.no_weight_decay = i == no_decay;
+    spec.params.push_back(p);
+  }
+  return spec;
+}
 
 // Runs fn(rank) for every rank on its own thread and joins them all.
 inline void RunRanks(int world, const std::function<void(int)>& fn) {

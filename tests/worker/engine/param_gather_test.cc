@@ -17,24 +17,12 @@
 namespace zshard::engine {
 namespace {
 
+using testing::SmallModel;
+
 constexpr int kWorld = 4;
 constexpr int kInstances = 2;
 constexpr int64_t kBatch = 16;
 constexpr int kSteps = 4;
-
-plan::ModelSpec SmallModel(plan::DType dtype) {
-  plan::ModelSpec spec;
-  spec.name = "small";
-  const int64_t sizes[] = {1000, 300, 2500, 7, 130, 700};
-  for (int i = 0; i < 6; ++i) {
-    plan::ParamSpec p;
-    p.name = absl::StrCat("p", i);
-    p.shape = {sizes[i]};
-    p.dtype = dtype;
-    spec.params.push_back(p);
-  }
-  return spec;
-}
 
 // The synthetic gradients, with the all-gather deferred. As a trainer's
 // forward does, the next step's gradients are computed only once every

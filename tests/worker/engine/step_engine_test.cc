@@ -20,6 +20,8 @@
 namespace zshard::engine {
 namespace {
 
+using testing::SmallModel;
+
 struct Case {
   int world;
   int instances;
@@ -44,30 +46,13 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
                       c.clip > 0 ? "_clip" : "", c.cosine ? "_cosine" : "");
 }
 
-// Six params, one without weight decay: with bucket_size 600 this makes
-// three buckets, each padded.
-plan::ModelSpec SmallModel(plan::DType dtype) {
-  plan::ModelSpec spec;
-  spec.name = "small";
-  const int64_t sizes[] = {1000, 300, 2500, 7, 130, 700};
-  for (int i = 0; i < 6; ++i) {
-    plan::ParamSpec p;
-    p.name = absl::StrCat("p", i);
-    p.shape = {sizes[i]};
-    p.dtype = dtype;
-    p.no_weight_decay = (i == 3);
-    spec.params.push_back(p);
-  }
-  return spec;
-}
-
 class StepEngineTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(StepEngineTest, MastersMatchUnshardedReference) {
   const Case c = GetParam();
   constexpr int kSteps = 3;
   constexpr int64_t kBatch = 16;
-  const plan::ModelSpec model = SmallModel(c.dtype);
+  const plan::ModelSpec model = SmallModel(c.dtype, 3);
   plan::PlanOptions po;
   po.world = c.world;
   po.instances = c.instances;
