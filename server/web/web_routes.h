@@ -15,7 +15,7 @@
 namespace httplib {
 class Server;
 struct Response;
-}
+}  // namespace httplib
 
 namespace zshard::server::web {
 
