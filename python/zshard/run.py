@@ -474,6 +474,9 @@ class Launcher:
                 if others or (others is None and self.world > len(
                         self.workers)):
                     return None
+                # The others may have left because the job ended: its
+                # `lost`, `failed` or `finished` event came before.
+                self.poll_events()
             elif not self.finished and not self.failure:
                 return None
         if self.finished or self.failure:
