@@ -11,12 +11,10 @@ namespace zshard::job {
 JobSpec SlotSpec(const JobSpec& job, int slot) {
   JobSpec spec = job;
   if (!job.parallel.model_parallel()) return spec;
-  const int mp = job.parallel.slots();
   spec.model = job.slots[static_cast<size_t>(slot)];
   spec.slots.clear();
+  spec.world = SlotWorld(job);
   spec.parallel = plan::ParallelSizes{};
-  spec.world.min = job.world.min / mp;
-  spec.world.max = job.world.max / mp;
   return spec;
 }
 

@@ -309,20 +309,21 @@ plan::ParallelModel JobParallelModel(const JobSpec& spec) {
   return model;
 }
 
+WorldSpec SlotWorld(const JobSpec& spec) {
+  WorldSpec world = spec.world;
+  world.min /= spec.parallel.slots();
+  world.max /= spec.parallel.slots();
+  return world;
+}
+
 plan::ParallelPlanOptions JobParallelPlanOptions(const JobSpec& spec,
                                                  int world) {
-  const int mp = spec.parallel.slots();
-  const int dp = world / mp;
+  const WorldSpec slot = SlotWorld(spec);
   plan::ParallelPlanOptions options;
   options.world = world;
-  if (spec.world.resize == ResizePolicy::kKeepI) {
-    options.instances = spec.world.instances;
-  } else {
-    const int d = spec.world.max / mp / std::max(spec.world.instances, 1);
-    options.instances = d > 0 && dp % d == 0 ? dp / d : 0;
-  }
+  options.instances = InstancesOf(slot, world / spec.parallel.slots());
   options.layout = spec.layout;
-  options.layout.max_world = spec.world.max / mp;
+  options.layout.max_world = slot.max;
   return options;
 }
 

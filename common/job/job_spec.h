@@ -189,6 +189,11 @@ plan::PlanOptions JobPlanOptions(const JobSpec& spec, int world);
 // holding spec.model. Requires HasModel(spec).
 plan::ParallelModel JobParallelModel(const JobSpec& spec);
 
+// The world spec of every slot's data-parallel domain: world.min and
+// world.max divided by T x P (the slots), instances and resize as the
+// job's. The job's own world without model parallelism.
+WorldSpec SlotWorld(const JobSpec& spec);
+
 // Model-parallel plan options for a world of `world` workers: the instance
 // count of its data-parallel size R x C = world / (T x P) under the resize
 // policy (keep_i: world.instances; keep_d: R x C / D with D = (R x C at

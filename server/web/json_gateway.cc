@@ -41,42 +41,10 @@ absl::Status FromProtobufStatus(const pb::util::Status& s,
 }  // namespace
 
 std::string ConnectCode(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kOk:
-      return "ok";
-    case absl::StatusCode::kCancelled:
-      return "canceled";
-    case absl::StatusCode::kInvalidArgument:
-      return "invalid_argument";
-    case absl::StatusCode::kDeadlineExceeded:
-      return "deadline_exceeded";
-    case absl::StatusCode::kNotFound:
-      return "not_found";
-    case absl::StatusCode::kAlreadyExists:
-      return "already_exists";
-    case absl::StatusCode::kPermissionDenied:
-      return "permission_denied";
-    case absl::StatusCode::kResourceExhausted:
-      return "resource_exhausted";
-    case absl::StatusCode::kFailedPrecondition:
-      return "failed_precondition";
-    case absl::StatusCode::kAborted:
-      return "aborted";
-    case absl::StatusCode::kOutOfRange:
-      return "out_of_range";
-    case absl::StatusCode::kUnimplemented:
-      return "unimplemented";
-    case absl::StatusCode::kInternal:
-      return "internal";
-    case absl::StatusCode::kUnavailable:
-      return "unavailable";
-    case absl::StatusCode::kDataLoss:
-      return "data_loss";
-    case absl::StatusCode::kUnauthenticated:
-      return "unauthenticated";
-    default:
-      return "unknown";
-  }
+  // gRPC's names in lower case, but for Connect's spelling of "canceled".
+  if (code == absl::StatusCode::kCancelled) return "canceled";
+  std::string name = absl::AsciiStrToLower(absl::StatusCodeToString(code));
+  return name.empty() ? "unknown" : name;
 }
 
 int ConnectHttpStatus(absl::StatusCode code) {

@@ -16,13 +16,11 @@ std::string ExplainParallelWorld(int chosen, int healthy,
                                  const job::JobSpec& job, int target_world) {
   const plan::ParallelSizes& s = job.parallel;
   const int mp = s.slots();
-  job::WorldSpec dp = job.world;
-  dp.min = job.world.min / mp;
-  dp.max = job.world.max / mp;
-  return absl::StrCat(
-      "model-parallel T", s.tensor, " x P", s.pipeline, " x C", s.context,
-      " = ", s.replica_size(), " workers a replica, data-parallel ",
-      ExplainWorld(chosen / mp, healthy / mp, dp, target_world / mp));
+  return absl::StrCat("model-parallel T", s.tensor, " x P", s.pipeline, " x C",
+                      s.context, " = ", s.replica_size(),
+                      " workers a replica, data-parallel ",
+                      ExplainWorld(chosen / mp, healthy / mp,
+                                   job::SlotWorld(job), target_world / mp));
 }
 
 namespace {

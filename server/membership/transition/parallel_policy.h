@@ -59,9 +59,7 @@ int ChooseParallelWorld(int healthy, const job::JobSpec& job, int target_world,
                         Viable viable) {
   const int mp = job.parallel.slots();
   const int context = job.parallel.context;
-  job::WorldSpec dp = job.world;
-  dp.min = job.world.min / mp;
-  dp.max = job.world.max / mp;
+  const job::WorldSpec dp = job::SlotWorld(job);
   const int target = target_world / mp;
   if (target_world > 0 && target == 0) return 0;
   for (int cap = healthy / mp; cap > 0;) {

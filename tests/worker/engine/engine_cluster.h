@@ -13,6 +13,7 @@
 #include "client/worker/engine/step_engine.h"
 #include "client/worker/engine/synthetic_workload.h"
 #include "common/plan/plan.h"
+#include "gtest/gtest.h"
 
 namespace zshard::engine::testing {
 
@@ -99,5 +100,40 @@ struct Cluster {
     return results;
   }
 };
+
+// A run's cluster and every step's results, [step][rank].
+struct Training {
+  Cluster cluster;
+  std::vector<std::vector<StepResult>> results;
+};
+
+// Creates `run`'s engines over `plan` (its workloads as pushed, or the
+// synthetic ones of `global_batch` when none were) with AdamW at lr 1e-3,
+// weight decay 0.01 and a clipping bound of 0.05, which clips, so that the
+// norm enters every rank's update; then runs `steps` steps. Asserts that
+// every rank was created and stepped.
+inline void Train(Training& run, const plan::ModelSpec& model,
+                  const plan::Plan& plan, int64_t global_batch, int steps) {
+  job::OptimizerSpec opt;
+  opt.lr = 1e-3;
+  opt.weight_decay = 0.01;
+  opt.clip_grad_norm = 0.05;
+  if (run.cluster.workloads.empty()) {
+    run.cluster.MakeSynthetic(model, plan.world, global_batch);
+  }
+  run.cluster.Create(model, plan, opt);
+  for (int r = 0; r < plan.world; ++r) {
+    ASSERT_TRUE(run.cluster.create_status[r].ok())
+        << run.cluster.create_status[r];
+  }
+  for (int step = 1; step <= steps; ++step) {
+    run.results.push_back(run.cluster.Step());
+    for (int r = 0; r < plan.world; ++r) {
+      ASSERT_TRUE(run.results.back()[r].status.ok())
+          << "step " << step << " rank " << r << ": "
+          << run.results.back()[r].status;
+    }
+  }
+}
 
 }  // namespace zshard::engine::testing

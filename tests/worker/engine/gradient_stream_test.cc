@@ -111,38 +111,17 @@ class StreamingWorkload final : public Workload {
   int restarted_with_ = 0;
 };
 
-struct Training {
-  testing::Cluster cluster;
-  std::vector<std::vector<StepResult>> results;  // [step][rank]
-};
+using testing::Training;
 
+// `run` with the streaming workloads of `modes`, one per rank (none: the
+// synthetic workloads, reduced after backward).
 void Train(Training& run, const plan::ModelSpec& model, const plan::Plan& plan,
-           bool streaming, const std::vector<Mode>& modes) {
-  job::OptimizerSpec opt;
-  opt.lr = 1e-3;
-  opt.weight_decay = 0.01;
-  opt.clip_grad_norm = 0.05;  // clips: the norm enters every rank's update
-  if (streaming) {
-    for (int r = 0; r < kWorld; ++r) {
-      run.cluster.workloads.push_back(
-          std::make_unique<StreamingWorkload>(model, r, modes[r]));
-    }
-  } else {
-    run.cluster.MakeSynthetic(model, kWorld, kBatch);
+           const std::vector<Mode>& modes) {
+  for (int r = 0; r < static_cast<int>(modes.size()); ++r) {
+    run.cluster.workloads.push_back(
+        std::make_unique<StreamingWorkload>(model, r, modes[r]));
   }
-  run.cluster.Create(model, plan, opt);
-  for (int r = 0; r < kWorld; ++r) {
-    ASSERT_TRUE(run.cluster.create_status[r].ok())
-        << run.cluster.create_status[r];
-  }
-  for (int step = 1; step <= kSteps; ++step) {
-    run.results.push_back(run.cluster.Step());
-    for (int r = 0; r < kWorld; ++r) {
-      ASSERT_TRUE(run.results.back()[r].status.ok())
-          << "step " << step << " rank " << r << ": "
-          << run.results.back()[r].status;
-    }
-  }
+  testing::Train(run, model, plan, kBatch, kSteps);
 }
 
 class GradientStreamTest : public ::testing::TestWithParam<plan::DType> {
@@ -165,8 +144,8 @@ class GradientStreamTest : public ::testing::TestWithParam<plan::DType> {
 
 TEST_P(GradientStreamTest, AnyOrderAndARestartGiveTheSameParamsBitForBit) {
   Training whole, streamed;
-  Train(whole, model_, plan_, false, {});
-  Train(streamed, model_, plan_, true,
+  Train(whole, model_, plan_, {});
+  Train(streamed, model_, plan_,
         {Mode::kReverse, Mode::kRestartAtTwo, Mode::kAtTheEnd, Mode::kReverse});
   if (HasFatalFailure()) return;
   // The restart really kept a reduced window.
@@ -191,7 +170,7 @@ TEST_P(GradientStreamTest, AnyOrderAndARestartGiveTheSameParamsBitForBit) {
 TEST_P(GradientStreamTest, ADiscardedStepIsSkippedOnEveryRank) {
   Training run;
   Train(
-      run, model_, plan_, true,
+      run, model_, plan_,
       {Mode::kReverse, Mode::kAtTheEnd, Mode::kDiscardAtTwo, Mode::kAtTheEnd});
   if (HasFatalFailure()) return;
   for (int r = 0; r < kWorld; ++r) {

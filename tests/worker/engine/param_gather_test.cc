@@ -88,38 +88,17 @@ class DeferringWorkload final : public Workload {
   std::vector<std::string> events_ ABSL_GUARDED_BY(mu_);
 };
 
-struct Training {
-  testing::Cluster cluster;
-  std::vector<std::vector<StepResult>> results;  // [step][rank]
-};
+using testing::Training;
 
+// `run` with the workloads that defer the all-gather, or (not `deferred`)
+// the synthetic ones.
 void Train(Training& run, const plan::ModelSpec& model, const plan::Plan& plan,
            bool deferred) {
-  job::OptimizerSpec opt;
-  opt.lr = 1e-3;
-  opt.weight_decay = 0.01;
-  opt.clip_grad_norm = 0.05;
-  if (deferred) {
-    for (int r = 0; r < kWorld; ++r) {
-      run.cluster.workloads.push_back(
-          std::make_unique<DeferringWorkload>(model, r));
-    }
-  } else {
-    run.cluster.MakeSynthetic(model, kWorld, kBatch);
+  for (int r = 0; deferred && r < kWorld; ++r) {
+    run.cluster.workloads.push_back(
+        std::make_unique<DeferringWorkload>(model, r));
   }
-  run.cluster.Create(model, plan, opt);
-  for (int r = 0; r < kWorld; ++r) {
-    ASSERT_TRUE(run.cluster.create_status[r].ok())
-        << run.cluster.create_status[r];
-  }
-  for (int step = 1; step <= kSteps; ++step) {
-    run.results.push_back(run.cluster.Step());
-    for (int r = 0; r < kWorld; ++r) {
-      ASSERT_TRUE(run.results.back()[r].status.ok())
-          << "step " << step << " rank " << r << ": "
-          << run.results.back()[r].status;
-    }
-  }
+  testing::Train(run, model, plan, kBatch, kSteps);
 }
 
 class ParamGatherTest : public ::testing::TestWithParam<plan::DType> {};
