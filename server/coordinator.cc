@@ -92,11 +92,12 @@ absl::Status CheckParallelRunnable(const job::JobSpec& spec,
       absl::StrCat("job '", spec.name, "' is model-parallel (tensor ",
                    spec.parallel.tensor, ", pipeline ", spec.parallel.pipeline,
                    ", context ", spec.parallel.context, "): ");
-  if (spec.workload.kind != job::WorkloadKind::kSynthetic) {
+  if (spec.workload.kind != job::WorkloadKind::kSynthetic &&
+      spec.workload.kind != job::WorkloadKind::kTrainer) {
     return absl::InvalidArgumentError(absl::StrCat(
         what,
-        "the coordinator runs model-parallel jobs with the synthetic "
-        "workload only yet (workload '",
+        "the coordinator runs model-parallel jobs with the synthetic or "
+        "trainer workload only (workload '",
         job::WorkloadKindName(spec.workload.kind), "')"));
   }
   if (!spec.checkpoint.dir.empty() || options.membership.restore.has_value()) {

@@ -19,6 +19,7 @@ target_link_libraries(zshard_worker_runner PUBLIC
 
 add_library(zshard_worker_train
   ${CMAKE_CURRENT_LIST_DIR}/train/epoch_builder.cc
+  ${CMAKE_CURRENT_LIST_DIR}/train/trainer_rendezvous.cc
   ${CMAKE_CURRENT_LIST_DIR}/train/step_checkpoint.cc
   ${CMAKE_CURRENT_LIST_DIR}/train/train_states.cc
   ${CMAKE_CURRENT_LIST_DIR}/train/train_runner.cc

@@ -21,46 +21,25 @@ from typing import (Any, Callable, Deque, Dict, Iterator, List, Optional,
 import torch
 
 from zshard import _cuda_ipc, _protocol
+from zshard._buffers import ViewFactory as _ViewFactory
+from zshard._buffers import device_view as _device_view
+from zshard._buffers import element_size as _element_size
+from zshard._buffers import mapped as _mapped
 from zshard._param_gather import ParamGather, hook_modules
 from zshard._protocol import attach as _attach, close_fds
 from zshard._protocol import expect as _expect
 from zshard.errors import JobFailed, WorkerLost, ZshardError
 from zshard.spec import model_spec
-from zshard.steps import StepInfo, StepResult
+from zshard.steps import StepInfo, StepResult, step_info
 
 __all__ = ["DistributedOptimizer"]
 
 _BY_NAME = {"fp32": torch.float32, "bf16": torch.bfloat16,
             "fp16": torch.float16}
 
-# A buffer's tensor of `n` elements of a dtype, over one mapping.
-_ViewFactory = Callable[[torch.dtype, int], torch.Tensor]
-
-
 # A trainer waiting in begin_step logs why this often (seconds).
 WAIT_LOG_S = 10.0
 _log = logging.getLogger("zshard")
-
-
-def _mapped(fd: int, nbytes: int) -> mmap.mmap:
-    """A shared read-write mapping of `nbytes` of `fd`; closes `fd`."""
-    try:
-        return mmap.mmap(fd, nbytes, mmap.MAP_SHARED,
-                         mmap.PROT_READ | mmap.PROT_WRITE)
-    finally:
-        os.close(fd)
-
-
-def _device_view(buffer: _cuda_ipc.DeviceBuffer) -> _ViewFactory:
-    """Views of an open device buffer's bytes as a dtype."""
-    tensor = buffer.tensor
-    assert tensor is not None  # open until close()
-    whole: torch.Tensor = tensor
-    return lambda dtype, n: whole.view(dtype)
-
-
-def _element_size(dtype: torch.dtype) -> int:
-    return torch.tensor([], dtype=dtype).element_size()
 
 
 class DistributedOptimizer:
@@ -214,10 +193,7 @@ class DistributedOptimizer:
                 self._left = dict(self._params_in)
                 self._fired = bytearray(len(self._bucket_of))
                 self._discarded = False
-                self._info = StepInfo(body["step"], body["rank"],
-                                      body["world"], body["global_batch"],
-                                      body["lr"], body.get("steps", 0),
-                                      bool(body.get("repeated", False)))
+                self._info = step_info(body)
                 return self._info
             elif kind == "done":
                 self._info = None
@@ -297,6 +273,16 @@ class DistributedOptimizer:
             self._gather.expect(body["step"], self._params_in)
         return StepResult(body["step"], body["applied"], body["grad_norm"],
                           body.get("loss"), body.get("failed", False))
+
+    def discard_step(self, reason: str) -> None:
+        """Skips this step's update on every rank (step() still follows):
+        for a trainer whose forward or backward failed part way, e.g. when
+        a model-parallel peer was lost, so that no partial gradient counts.
+        """
+        if self._info is not None and not self._discarded:
+            self._discarded = True
+            self._send({"type": "discard", "step": self._info.step,
+                        "reason": reason})
 
     def wait_params(self) -> None:
         """Returns once every param of the last step is in place (with
@@ -434,12 +420,11 @@ class DistributedOptimizer:
         step = self._info.step
         if self._fired[index]:
             name = self._spec["params"][index]["name"]
-            self._discarded = True
             reason = ("param '%s' got a second gradient in step %d after its "
                       "bucket was handed over: call backward once per step, "
                       "or run all but the last backward inside "
                       "opt.no_sync()" % (name, step))
-            self._send({"type": "discard", "step": step, "reason": reason})
+            self.discard_step(reason)
             raise ZshardError(reason + "; this step is skipped")
         self._fired[index] = 1
         key = self._bucket_of[index]

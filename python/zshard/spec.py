@@ -1,9 +1,13 @@
 """The job spec's model object of a PyTorch model, and its command:
 
     python -m zshard.spec MODULE:FUNCTION [--name NAME]
+        [--tp-size T --tp-rank t] [--pp-size P --pp-rank p]
 
 prints the job spec's `model` object (JSON) of the torch.nn.Module that
-FUNCTION (called with no arguments) returns, for a job file. Exit status 2
+FUNCTION returns, for a job file: called with no arguments, or for one
+model-parallel slot with the keyword arguments tp_size, tp_rank, pp_size
+and pp_rank that were given (the object is then one entry of the job's
+"model": {"slots": [...]}, with "tp" and "pp" set). Exit status 2
 with one line on stderr for a bad argument or a module that fails to load.
 
 The spec lists the trainable parameters in registration order, as
@@ -63,15 +67,18 @@ def _tied_ids(model: torch.nn.Module) -> Set[int]:
 
 def model_spec(model: torch.nn.Module, name: Optional[str] = None,
                no_weight_decay: ParamChoice = None,
-               expert: ParamChoice = None) -> Dict[str, Any]:
+               expert: ParamChoice = None,
+               tp_replicated: ParamChoice = None) -> Dict[str, Any]:
     """The job spec's `model` object for `model`.
 
     Every parameter with requires_grad, in registration order; a tied
     parameter appears once (under its first name) with `shared_embedding`.
     By default parameters of one dimension or none (biases, norms) are
     `no_weight_decay`, and a parameter is `expert` when it carries
-    Megatron's mark (`param.allreduce is False`). A 0-d parameter has
-    shape [1].
+    Megatron's mark (`param.allreduce is False`), and `tp_replicated`
+    (the same values on every tensor-parallel rank of a model-parallel
+    slot: the global norm counts it once) when it carries Megatron's
+    `tensor_model_parallel = False`. A 0-d parameter has shape [1].
 
     Args:
         model: the model, as every trainer builds it.
@@ -80,10 +87,13 @@ def model_spec(model: torch.nn.Module, name: Optional[str] = None,
             default rule), a collection of parameter names or a callable
             (name, param) -> bool.
         expert: the expert parameters, chosen the same way.
+        tp_replicated: the parameters replicated across tensor-parallel
+            ranks, chosen the same way.
 
     Returns:
         {"name": ..., "params": [{"name", "shape", "dtype", and the marks
-        "expert", "shared_embedding", "no_weight_decay" where true}]}, the
+        "expert", "shared_embedding", "no_weight_decay", "tp_replicated"
+        where true}]}, the
         JSON-ready object.
 
     Raises:
@@ -100,6 +110,9 @@ def model_spec(model: torch.nn.Module, name: Optional[str] = None,
     no_decay = _selector(no_weight_decay, lambda n, p: p.dim() <= 1)
     is_expert = _selector(expert,
                           lambda n, p: getattr(p, "allreduce", True) is False)
+    replicated = _selector(
+        tp_replicated,
+        lambda n, p: getattr(p, "tensor_model_parallel", True) is False)
     tied = _tied_ids(model)
     params: List[Dict[str, Any]] = []
     for pname, param in model.named_parameters():
@@ -120,6 +133,8 @@ def model_spec(model: torch.nn.Module, name: Optional[str] = None,
             entry["shared_embedding"] = True
         if no_decay(pname, param):
             entry["no_weight_decay"] = True
+        if replicated(pname, param):
+            entry["tp_replicated"] = True
         params.append(entry)
     if not params:
         raise ValueError("model %s has no trainable parameters" %
@@ -148,7 +163,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         description="print the job spec's model object of a PyTorch model")
     parser.add_argument("target", help="MODULE:FUNCTION returning the model")
     parser.add_argument("--name", default=None, help="the model's name")
+    slot = ("tp_size", "tp_rank", "pp_size", "pp_rank")
+    for key in slot:
+        parser.add_argument("--" + key.replace("_", "-"), type=int,
+                            default=None,
+                            help="passed to FUNCTION as %s=N" % key)
     args = parser.parse_args(argv)
+    kwargs = {k: getattr(args, k) for k in slot
+              if getattr(args, k) is not None}
     module_name, sep, function_name = args.target.partition(":")
     if not sep or not module_name or not function_name:
         return _fail("target must be MODULE:FUNCTION, not '%s'" % args.target)
@@ -161,9 +183,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _fail("'%s' has no function '%s'" %
                      (module_name, function_name))
     try:
-        spec = model_spec(function(), name=args.name)
+        spec = model_spec(function(**kwargs), name=args.name)
     except (TypeError, ValueError) as e:
         return _fail(str(e))
+    if "tp_rank" in kwargs or "pp_rank" in kwargs:
+        spec = {"tp": kwargs.get("tp_rank", 0), "pp": kwargs.get("pp_rank", 0),
+                "params": spec["params"]}
     json.dump(spec, sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0

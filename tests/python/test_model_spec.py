@@ -84,6 +84,27 @@ class ModelSpecTest(unittest.TestCase):
         self.assertEqual(plan.returncode, 0, plan.stderr)
         self.assertIn("embed.weight", plan.stdout)
 
+    def test_tp_replicated_from_megatrons_mark_or_a_choice(self):
+        import mp_models
+        spec = model_spec(mp_models.slot(1, 1))
+        marked = [p["name"] for p in spec["params"] if p.get("tp_replicated")]
+        # The LayerNorm and the row-parallel layer's bias carry
+        # tensor_model_parallel = False.
+        self.assertEqual(marked, ["norm.weight", "norm.bias", "d.bias"])
+        spec = model_spec(models.tied_lm(), tp_replicated={"hidden.bias"})
+        self.assertEqual([p["name"] for p in spec["params"]
+                          if p.get("tp_replicated")], ["hidden.bias"])
+
+    def test_command_prints_one_slot_with_the_slot_arguments(self):
+        done = run_spec("mp_models:slot", "--tp-rank", "1", "--pp-rank", "0")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        slot = json.loads(done.stdout)
+        self.assertEqual((slot["tp"], slot["pp"]), (1, 0))
+        self.assertEqual([p["name"] for p in slot["params"]],
+                         ["a.weight", "a.bias", "b.weight", "b.bias"])
+        self.assertEqual(slot["params"][0]["shape"], [4, 4])  # half of 8
+        self.assertTrue(slot["params"][3].get("tp_replicated"))
+
     def test_command_errors_are_one_line_exit_2(self):
         for target, message in [
                 ("models", "target must be MODULE:FUNCTION"),

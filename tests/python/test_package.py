@@ -142,11 +142,13 @@ class ErrorsTest(unittest.TestCase):
 class StepTypesTest(unittest.TestCase):
 
     def test_fields_as_before(self):
-        # `steps` (the job's length) and `repeated` came last, with
+        # `steps` (the job's length) and `repeated` came last, then a
+        # model-parallel trainer's position and rendezvous, all with
         # defaults: code that builds a StepInfo of five values still works.
         self.assertEqual(zshard.StepInfo._fields,
                          ("step", "rank", "world", "global_batch", "lr",
-                          "steps", "repeated"))
+                          "steps", "repeated", "tp_rank", "pp_rank",
+                          "cp_rank", "replica", "model_parallel"))
         self.assertEqual(zshard.StepResult._fields,
                          ("step", "applied", "grad_norm", "loss", "failed"))
 
@@ -156,9 +158,10 @@ class StepTypesTest(unittest.TestCase):
         self.assertEqual(info.steps, 0)
         self.assertFalse(info.repeated)
         step, rank, world, batch, lr, steps, repeated = zshard.StepInfo(
-            3, 1, 4, 16, 0.01, 300, True)
+            3, 1, 4, 16, 0.01, 300, True)[:7]
         self.assertEqual((step, world, batch, lr, steps, repeated),
                          (3, 4, 16, 0.01, 300, True))
+        self.assertEqual(info[7:], (0, 0, 0, 0, None))
         with self.assertRaises(AttributeError):
             info.step = 4
         result = zshard.StepResult(3, True, 2.5, None, False)

@@ -40,6 +40,10 @@ ABSL_FLAG(std::string, comm_transport, "auto",
 ABSL_FLAG(std::string, trainer_socket, "",
           "Unix socket a trainer process attaches to (jobs of the trainer "
           "workload; default $ZSHARD_TRAINER_SOCKET)");
+ABSL_FLAG(int, trainer_store_port, 0,
+          "model-parallel trainer jobs: the port of the TCPStore this "
+          "worker's trainer hosts for its replica's torch.distributed groups "
+          "when it is the replica's rank 0 (0: a free port)");
 ABSL_FLAG(int64_t, collective_timeout_ms, 30000,
           "bound on each collective and rendezvous of the step and of state "
           "moves, in ms (100 to 3,600,000)");
@@ -51,14 +55,23 @@ namespace zshard::worker {
 namespace {
 
 FlagList WorkerFlagList() {
-  return {FlagOf(FLAGS_coordinator),    FlagOf(FLAGS_name),
-          FlagOf(FLAGS_device),         FlagOf(FLAGS_labels),
-          FlagOf(FLAGS_address),        FlagOf(FLAGS_tls_ca),
-          FlagOf(FLAGS_tls_cert),       FlagOf(FLAGS_tls_key),
-          FlagOf(FLAGS_log_format),     FlagOf(FLAGS_metrics_listen),
-          FlagOf(FLAGS_dump_master),    FlagOf(FLAGS_comm_host),
-          FlagOf(FLAGS_comm_transport), FlagOf(FLAGS_collective_timeout_ms),
-          FlagOf(FLAGS_trainer_socket), FlagOf(FLAGS_fault_prepare_failures)};
+  return {FlagOf(FLAGS_coordinator),
+          FlagOf(FLAGS_name),
+          FlagOf(FLAGS_device),
+          FlagOf(FLAGS_labels),
+          FlagOf(FLAGS_address),
+          FlagOf(FLAGS_tls_ca),
+          FlagOf(FLAGS_tls_cert),
+          FlagOf(FLAGS_tls_key),
+          FlagOf(FLAGS_log_format),
+          FlagOf(FLAGS_metrics_listen),
+          FlagOf(FLAGS_dump_master),
+          FlagOf(FLAGS_comm_host),
+          FlagOf(FLAGS_comm_transport),
+          FlagOf(FLAGS_collective_timeout_ms),
+          FlagOf(FLAGS_trainer_socket),
+          FlagOf(FLAGS_trainer_store_port),
+          FlagOf(FLAGS_fault_prepare_failures)};
 }
 
 // The flags' values checked and copied into `flags`; `name`, `coordinator`
@@ -113,6 +126,9 @@ absl::Status ReadFlags(const ParsedCommandLine& parsed, WorkerFlags* flags,
       return absl::InvalidArgumentError("--trainer-socket must not be empty");
     }
   }
+  ZSHARD_RETURN_IF_ERROR(CheckRange(FLAGS_trainer_store_port, 0, 65535));
+  flags->session.train.trainer_store_port =
+      absl::GetFlag(FLAGS_trainer_store_port);
   ZSHARD_RETURN_IF_ERROR(
       CheckRange(FLAGS_collective_timeout_ms, int64_t{100}, int64_t{3600000}));
   flags->session.train.engine.comm_timeout_ms =
@@ -144,6 +160,7 @@ std::string WorkerUsage() {
       "[--tls-ca F] [--tls-cert F --tls-key F] [--log-format text|json] "
       "[--metrics-listen HOST:PORT] [--dump-master DIR] [--comm-host HOST] "
       "[--comm-transport auto|tcp|shm] [--trainer-socket PATH] "
+      "[--trainer-store-port PORT] "
       "[--fault-prepare-failures N]\n\n",
       FlagsHelp(WorkerFlagList()));
 }

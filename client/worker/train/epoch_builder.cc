@@ -186,6 +186,9 @@ absl::StatusOr<std::unique_ptr<HeldEngine>> BuildEpoch(BuildInput input) {
     ZSHARD_ASSIGN_OR_RETURN(slot, job::SlotJobOf(job, epoch.world, epoch.rank));
     ZSHARD_ASSIGN_OR_RETURN(plan, CheckedPlan(job, epoch.world, epoch.epoch,
                                               epoch.plan_hash, &*slot));
+    if (input.before_workload && store != nullptr) {
+      ZSHARD_RETURN_IF_ERROR(input.before_workload(*slot, *store));
+    }
     // The job's first epoch starts from the workload's initial params.
     const bool fresh = epoch.base_epoch == 0 && !epoch.restore;
     ZSHARD_ASSIGN_OR_RETURN(

@@ -97,6 +97,11 @@ struct BuildInput {
   std::function<absl::StatusOr<std::unique_ptr<engine::Workload>>(
       const job::JobSpec& job, int world, int rank, bool fresh)>
       make_workload;
+  // Called with this rank's slot job and the epoch's rendezvous store
+  // before make_workload (a trainer job's model-parallel rendezvous); an
+  // error fails the preparation. Optional.
+  std::function<absl::Status(const job::SlotJob& slot, comm::KvStore& store)>
+      before_workload;
   // Raised to cancel the preparation: rendezvous waits then end promptly
   // (Aborted). Must outlive the HeldEngine returned. Required.
   const std::atomic<bool>* cancelled = nullptr;

@@ -21,6 +21,7 @@ TrainRunner::TrainRunner(const Options& options, job::JobSpec job,
       new_store_(std::move(new_store)),
       telemetry_(std::move(telemetry)),
       callbacks_(std::move(callbacks)),
+      rendezvous_(options.engine.hostname, options.trainer_store_port),
       injected_failures_left_(options.inject_prepare_failures) {
   if (job_.workload.kind == job::WorkloadKind::kTrainer &&
       !options_.trainer_socket.empty()) {

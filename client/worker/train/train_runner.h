@@ -28,6 +28,7 @@
 #include "client/worker/runner/runner.h"
 #include "client/worker/train/epoch_builder.h"
 #include "client/worker/train/train_states.h"
+#include "client/worker/train/trainer_rendezvous.h"
 #include "client/worker/trainer/trainer_hub.h"
 #include "common/job/job_spec.h"
 
@@ -63,6 +64,10 @@ class TrainRunner : public Runner {
     // instead of a new one, with the job's name and model adopted. Default
     // null.
     std::shared_ptr<trainer::TrainerHub> trainer_hub;
+    // A model-parallel trainer job: the port of the TCPStore that this
+    // daemon's trainer hosts for its replica when it is the replica's rank
+    // 0 (--trainer-store-port). Default 0: a free port, picked once.
+    int trainer_store_port = 0;
   };
   using StoreFactory = worker::StoreFactory;
   // Receives each step's telemetry; must not block long and cannot fail.
@@ -107,6 +112,10 @@ class TrainRunner : public Runner {
   bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs the queued commit; returns the epoch to report ready (0: none).
   int64_t RunTransition(const EpochInfo& epoch);
+  // A model-parallel trainer job: tells the hub this rank's position (its
+  // trainer's slot) and has `input` meet the replica's other daemons for
+  // the trainers' rendezvous before the workload is made.
+  void TellPosition(const EpochInfo& epoch, BuildInput& input);
   // Applies a stable epoch; returns state to free outside the lock.
   std::vector<std::unique_ptr<HeldEngine>> ApplyStableLocked(int64_t epoch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -136,6 +145,10 @@ class TrainRunner : public Runner {
   // or why it could not be opened (reported at the first epoch).
   std::shared_ptr<trainer::TrainerHub> hub_;
   absl::Status hub_status_;
+  // A model-parallel trainer job's rendezvous, and the position of the
+  // epoch being prepared (the runner's thread only).
+  TrainerRendezvous rendezvous_;
+  std::optional<trainer::ModelParallelStep> model_parallel_;
 
   mutable absl::Mutex mu_;
   // The stable epoch's state (the engine that steps), and a committed

@@ -14,6 +14,27 @@
 
 namespace zshard::worker {
 
+void TrainRunner::TellPosition(const EpochInfo& epoch, BuildInput& input) {
+  model_parallel_.reset();
+  if (epoch.rank < 0) {  // a spare: its trainer waits
+    (void)hub_->SetPosition(std::nullopt, job_.name, {});
+    return;
+  }
+  absl::StatusOr<job::SlotJob> slot =
+      job::SlotJobOf(job_, epoch.world, epoch.rank);
+  if (!slot.ok()) return;  // BuildEpoch fails on it
+  // A trainer of another slot is refused here (and told why).
+  (void)hub_->SetPosition(PositionOf(job_, *slot), job_.name, slot->spec.model);
+  input.before_workload = [this, &epoch](const job::SlotJob& slot,
+                                         comm::KvStore& store) {
+    absl::StatusOr<trainer::ModelParallelStep> met = rendezvous_.Meet(
+        job_, epoch, slot, store, options_.engine.comm_timeout_ms);
+    if (!met.ok()) return met.status();
+    model_parallel_ = *std::move(met);
+    return absl::OkStatus();
+  };
+}
+
 int64_t TrainRunner::RunTransition(const EpochInfo& epoch) {
   BuildInput input;
   input.job = &job_;
@@ -28,11 +49,13 @@ int64_t TrainRunner::RunTransition(const EpochInfo& epoch) {
       Fail(hub_status_);
       return 0;
     }
-    input.make_workload = [hub = hub_.get(), repeat = epoch.repeat_through](
+    input.make_workload = [this, repeat = epoch.repeat_through](
                               const job::JobSpec& job, int world, int rank,
                               bool fresh) {
-      return trainer::MakeTrainerWorkload(hub, job, world, rank, fresh, repeat);
+      return trainer::MakeTrainerWorkload(hub_.get(), job, world, rank, fresh,
+                                          repeat, model_parallel_);
     };
+    if (job_.parallel.model_parallel()) TellPosition(epoch, input);
   }
   HeldEngine* base = nullptr;
   {

@@ -130,6 +130,7 @@ void TrainerHub::Shutdown() {
   }
   // Ends a wait for the trainer's answer; the fd stays open until Drop.
   if (conn_.get() >= 0) shutdown(conn_.get(), SHUT_RDWR);
+  position_waiters_.clear();  // they read the daemon's end as its loss
 }
 
 void TrainerHub::AcceptLoop() {
@@ -181,6 +182,10 @@ absl::Status TrainerHub::CheckHello(const nlohmann::json& hello) const {
 
 void TrainerHub::Admit(device::OwnedFd conn) {
   absl::StatusOr<Message> hello = ReceiveMessage(conn.get(), kHelloTimeoutMs);
+  if (hello.ok() && hello->type() == "position_query") {
+    AnswerPosition(std::move(conn), hello->body);
+    return;
+  }
   absl::Status refused;
   if (!hello.ok()) {
     refused = hello.status();
@@ -399,17 +404,19 @@ absl::StatusOr<BackwardDone> TrainerHub::RunBackward(
     absl::MutexLock lock(&mu_);
     sent_generation_ = layout.generation;
   }
-  const absl::Status sent = Send(fd,
-                                 {{"type", "step"},
-                                  {"step", step.step},
-                                  {"rank", step.rank},
-                                  {"world", step.world},
-                                  {"global_batch", step.global_batch},
-                                  {"lr", step.lr},
-                                  {"steps", step.steps},
-                                  {"repeated", step.repeated},
-                                  {"generation", layout.generation}},
-                                 {});
+  nlohmann::json message = {{"type", "step"},
+                            {"step", step.step},
+                            {"rank", step.rank},
+                            {"world", step.world},
+                            {"global_batch", step.global_batch},
+                            {"lr", step.lr},
+                            {"steps", step.steps},
+                            {"repeated", step.repeated},
+                            {"generation", layout.generation}};
+  if (step.model_parallel.has_value()) {
+    AddModelParallel(*step.model_parallel, message);
+  }
+  const absl::Status sent = Send(fd, message, {});
   if (!sent.ok()) return fail(sent);
   const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms);
   BackwardDone done;
@@ -564,9 +571,14 @@ void TrainerHub::SetWaiting(const std::string& why) {
 void TrainerHub::SendDone(bool failed, const std::string& reason) {
   absl::MutexLock io(&io_mu_);
   absl::MutexLock lock(&mu_);
+  done_ =
+      nlohmann::json{{"type", "done"}, {"failed", failed}, {"reason", reason}};
+  for (const device::OwnedFd& waiter : position_waiters_) {
+    (void)SendMessage(waiter.get(), *done_, {}, options_.io_timeout_ms);
+  }
+  position_waiters_.clear();
   if (conn_.get() < 0) return;
-  (void)Send(conn_.get(),
-             {{"type", "done"}, {"failed", failed}, {"reason", reason}}, {});
+  (void)Send(conn_.get(), *done_, {});
 }
 
 bool TrainerHub::attached() const {

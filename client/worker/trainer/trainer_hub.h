@@ -25,6 +25,7 @@
 #include "client/worker/engine/model_state.h"
 #include "common/plan/model_spec.h"
 #include "common/plan/plan.h"
+#include "nlohmann/json.hpp"
 
 namespace zshard::trainer {
 
@@ -53,8 +54,34 @@ struct TrainerHubOptions {
 // sent to the trainer before its next step.
 using TrainerLayout = engine::SharedBuffers;
 
+// Where a model-parallel job's trainer sits (docs/design.md section 13) and
+// how the trainers of its replica meet for their own torch.distributed
+// groups: the TCPStore that the trainer at replica rank 0 hosts at
+// `init_method`, with keys under `generation`, which changes whenever the
+// replica's members change (the trainers then rebuild their groups).
+struct ModelParallelStep {
+  int tp = 0;
+  int pp = 0;
+  int cp = 0;
+  int replica = 0;
+  int tensor = 1;    // T
+  int pipeline = 1;  // P
+  int context = 1;   // C
+  // In the replica: tp + T x (cp + C x pp) (plan/parallel.h's rank order
+  // without the replica); the replica has T x P x C ranks.
+  int rank = 0;
+  std::string init_method;  // "tcp://HOST:PORT"; empty before a rendezvous
+  int64_t generation = 0;
+};
+
+// Adds `position`'s fields to a step message (trainer_protocol.h).
+void AddModelParallel(const ModelParallelStep& position,
+                      nlohmann::json& message);
+
 struct TrainerStep {
   int64_t step = 0;  // 1-based
+  // The data-parallel rank and size whose samples this trainer takes: the
+  // world's rank and size, or a model-parallel job's replica and replicas.
   int rank = 0;
   int world = 1;
   int64_t global_batch = 1;
@@ -62,6 +89,7 @@ struct TrainerStep {
   int64_t steps = 0;  // the job's length (0: unknown)
   // Applied before a rollback to a checkpoint: this step runs again.
   bool repeated = false;
+  std::optional<ModelParallelStep> model_parallel = std::nullopt;
 };
 
 struct BackwardDone {
@@ -139,8 +167,19 @@ class TrainerHub {
   // holds the connection), and the current reason to each new trainer.
   void SetWaiting(const std::string& why);
 
-  // Tells the attached trainer that the job's steps are done.
+  // Tells the attached trainer that the job's steps are done (and every
+  // trainer waiting for its position).
   void SendDone(bool failed = false, const std::string& reason = "");
+
+  // A model-parallel job: this daemon's position (none while a spare) and
+  // its slot's model, which hellos are checked against from now on
+  // (AdoptJob). Trainers that asked for the position (a first message
+  // "position_query") get it and are closed; while there is none they
+  // wait. Unlike an attached trainer's, their connections do not hold the
+  // hub. Returns AdoptJob's status.
+  absl::Status SetPosition(const std::optional<ModelParallelStep>& position,
+                           const std::string& job_name,
+                           const plan::ModelSpec& slot_model);
 
   // Wakes WaitForTrainer callers with Cancelled and stops accepting.
   void Shutdown();
@@ -174,6 +213,10 @@ class TrainerHub {
   // The reason to refuse `hello`, or OK.
   absl::Status CheckHello(const nlohmann::json& hello) const;
   void Drop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A position_query: answered now or kept in position_waiters_.
+  void AnswerPosition(device::OwnedFd conn, const nlohmann::json& query);
+  // The message for a trainer that asked for the position.
+  nlohmann::json PositionMessage() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The attached trainer's fd (-1 when none) and the Unavailable status of
   // a conversation that failed on it (which drops it).
   int Conn() const;
@@ -201,6 +244,10 @@ class TrainerHub {
   std::function<void(const std::string&, const std::string&)> on_event_
       ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  // SetPosition's, the job's end (done_), and who waits for a position.
+  std::optional<ModelParallelStep> position_ ABSL_GUARDED_BY(mu_);
+  std::optional<nlohmann::json> done_ ABSL_GUARDED_BY(mu_);
+  std::vector<device::OwnedFd> position_waiters_ ABSL_GUARDED_BY(mu_);
   // Serialises step exchanges (one conversation at a time).
   absl::Mutex io_mu_;
   // Deferred buckets of the last result still to be reported, and the

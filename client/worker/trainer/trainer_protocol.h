@@ -24,7 +24,12 @@
 //                                     cudaIpcMemHandle_t (no fds)
 //   daemon -> trainer  step           {"step", "rank", "world",
 //                                      "global_batch", "lr", "steps" (the
-//                                      job's length), "generation"}
+//                                      job's length), "generation"; in a
+//                                      model-parallel job also "tp_rank",
+//                                      "pp_rank", "cp_rank", "replica" and
+//                                      "model_parallel": {"init_method",
+//                                      "generation", "rank", "world",
+//                                      "tensor", "pipeline", "context"}}
 //   trainer -> daemon  bucket_ready   {"step", "buffer", "bucket"}: every
 //                                      param of the bucket has its final
 //                                      gradient (sent during backward; the
@@ -49,6 +54,26 @@
 //                                      spare's trainer), or the coordinator
 //                                      failed the job for "reason"
 //   trainer -> daemon  detach         {}
+//
+// Before a trainer of a model-parallel job builds its slot's module it asks
+// its daemon where it sits, on a connection of its own:
+//
+//   trainer -> daemon  position_query {"version"}
+//   daemon -> trainer  position       {"job", "tp_rank", "pp_rank",
+//                                      "cp_rank", "replica", "rank",
+//                                      "tensor", "pipeline", "context"}, or
+//                      done (the job ended first) or error; then the
+//                      daemon closes the connection. A spare's daemon
+//                      answers once it holds a position.
+//
+// In a model-parallel step, "rank" and "world" are the replica and the
+// number of replicas (the samples are split among replicas; the ranks of a
+// context-parallel group take the same samples), "model_parallel.rank" is
+// the trainer's rank among the replica's T x P x C trainers
+// (tp + T x (cp + C x pp)), and "init_method" is the TCPStore that the
+// trainer of replica rank 0 hosts (it listens there; the others connect),
+// with the trainers' keys under "generation": it changes whenever the
+// replica's members change, and the trainers then rebuild their groups.
 //
 // init comes once, when the job starts fresh (the daemon takes its initial
 // params from the trainer's model). A layout precedes the first step and every

@@ -58,6 +58,7 @@ absl::StatusOr<double> TrainerWorkload::RunStep(
   info.global_batch = options_.global_batch;
   info.steps = options_.steps;
   info.repeated = step <= options_.repeat_through;
+  info.model_parallel = options_.model_parallel;
   info.lr = job::LearningRate(options_.optimizer.lr_schedule,
                               options_.optimizer.lr, step);
   const int64_t timeout = options_.trainer_timeout_ms;
@@ -119,7 +120,8 @@ void TrainerWorkload::ParamsGathered(int64_t step, int buffer, int bucket,
 
 absl::StatusOr<std::unique_ptr<engine::Workload>> MakeTrainerWorkload(
     TrainerHub* hub, const job::JobSpec& job, int world, int rank, bool fresh,
-    int64_t repeat_through) {
+    int64_t repeat_through,
+    const std::optional<ModelParallelStep>& model_parallel) {
   if (hub == nullptr) {
     return absl::FailedPreconditionError(
         "the job's workload is trainer: start zshard-worker with "
@@ -128,6 +130,11 @@ absl::StatusOr<std::unique_ptr<engine::Workload>> MakeTrainerWorkload(
   TrainerWorkload::Options o;
   o.world = world;
   o.rank = rank;
+  if (model_parallel.has_value()) {
+    o.world = world / model_parallel->context;
+    o.rank = model_parallel->replica;
+    o.model_parallel = model_parallel;
+  }
   o.global_batch = job.workload.global_batch;
   o.steps = job.workload.steps;
   o.repeat_through = repeat_through;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -35,6 +36,9 @@ class TrainerWorkload final : public engine::Workload {
     // (an epoch that takes its state from moves or a checkpoint).
     std::vector<float> initial;
     std::vector<int64_t> param_numels;  // registration order
+    // A model-parallel job's position and rendezvous (world and rank are
+    // then the replicas and the replica).
+    std::optional<ModelParallelStep> model_parallel;
   };
 
   // `hub` must outlive the workload.
@@ -75,12 +79,15 @@ class TrainerWorkload final : public engine::Workload {
   std::optional<std::string> leave_reason_;
 };
 
-// The workload of rank `rank` of `world` for `job` (kind trainer). When
-// `fresh` (the job's first epoch), waits for a trainer (at most the job's
-// trainer_timeout_ms) and takes the initial params from its model. Steps
-// up to `repeat_through` are told to the trainer as repeated.
+// The workload of rank `rank` of `world` for `job` (kind trainer; a
+// model-parallel job's slot job). When `fresh` (the job's first epoch),
+// waits for a trainer (at most the job's trainer_timeout_ms) and takes the
+// initial params from its model. Steps up to `repeat_through` are told to
+// the trainer as repeated. With `model_parallel`, the trainer is told its
+// replica and the number of replicas as its rank and world.
 absl::StatusOr<std::unique_ptr<engine::Workload>> MakeTrainerWorkload(
     TrainerHub* hub, const job::JobSpec& job, int world, int rank, bool fresh,
-    int64_t repeat_through = 0);
+    int64_t repeat_through = 0,
+    const std::optional<ModelParallelStep>& model_parallel = std::nullopt);
 
 }  // namespace zshard::trainer

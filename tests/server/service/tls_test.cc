@@ -104,13 +104,13 @@ TEST(TlsOptionsTest, CertWithoutKeyIsRefused) {
 }
 
 // What the coordinator does not run of a model-parallel job yet is refused
-// in one line naming it: a workload other than the synthetic one, and
-// checkpoints.
+// in one line naming it: a workload other than the synthetic or trainer
+// one, and checkpoints.
 TEST(CoordinatorStartTest, WhatAModelParallelJobCannotRunIsRefusedInOneLine) {
   job::JobSpec spec = testing::TestJob();
   spec.parallel.tensor = 2;
   spec.slots = {spec.model, spec.model};
-  spec.workload.kind = job::WorkloadKind::kTrainer;
+  spec.workload.kind = job::WorkloadKind::kRegression;
   const std::string what = "job '" + spec.name +
                            "' is model-parallel (tensor 2, pipeline 1, "
                            "context 1): ";
@@ -121,7 +121,7 @@ TEST(CoordinatorStartTest, WhatAModelParallelJobCannotRunIsRefusedInOneLine) {
   EXPECT_EQ(c.status().message(),
             what +
                 "the coordinator runs model-parallel jobs with the synthetic "
-                "workload only yet (workload 'trainer')");
+                "or trainer workload only (workload 'regression')");
   spec.workload.kind = job::WorkloadKind::kSynthetic;
   spec.checkpoint.dir = "/tmp/unused-ckpt";
   c = Coordinator::Start(spec, CoordinatorOptions());

@@ -81,6 +81,7 @@ class Trainer {
     EXPECT_TRUE(SendMessage(fd_.get(), body, {}, kTimeoutMs).ok());
   }
   bool connected() const { return connected_; }
+  int fd() const { return fd_.get(); }
   void Close() { fd_ = device::OwnedFd(); }
 
  private:
@@ -423,6 +424,77 @@ TEST_F(TrainerHubTest, ALiveSocketIsRefusedAStaleOneReplaced) {
   ASSERT_EQ(access(path().c_str(), F_OK), 0);
   absl::StatusOr<std::unique_ptr<TrainerHub>> third = TrainerHub::Start(o);
   ASSERT_TRUE(third.ok()) << third.status();
+}
+
+// A model-parallel job's trainer asks where it sits before it builds its
+// slot's module: the daemon answers once it holds a position (a spare's
+// later), and the slot's model is what hellos are checked against from
+// then on; a trainer of another slot is refused naming the param.
+TEST_F(TrainerHubTest, APositionQueryWaitsForThePositionAndTheSlotModel) {
+  Trainer asking(path());
+  ASSERT_TRUE(asking.connected());
+  asking.Send({{"type", "position_query"}, {"version", kProtocolVersion}});
+  EXPECT_FALSE(asking.ReceiveWithin(200).ok()) << "no position yet";
+  plan::ModelSpec slot = JobModel();
+  slot.params[0].shape = {2, 3};  // tensor rank 1's half of "w"
+  ModelParallelStep position;
+  position.tp = 1;
+  position.pp = 0;
+  position.replica = 1;
+  position.tensor = 2;
+  position.pipeline = 2;
+  position.rank = 1;
+  ASSERT_TRUE(hub_->SetPosition(position, "job", slot).ok());
+  Message told = asking.Receive();
+  EXPECT_EQ(told.type(), "position");
+  EXPECT_EQ(told.body["tp_rank"], 1);
+  EXPECT_EQ(told.body["pp_rank"], 0);
+  EXPECT_EQ(told.body["replica"], 1);
+  EXPECT_EQ(told.body["rank"], 1);
+  EXPECT_EQ(told.body["tensor"], 2);
+  EXPECT_EQ(told.body["job"], "job");
+  EXPECT_EQ(ReceiveMessage(asking.fd(), kTimeoutMs).status().code(),
+            absl::StatusCode::kUnavailable)
+      << "the daemon closes the query";
+  // Another query is answered at once.
+  Trainer again(path());
+  again.Send({{"type", "position_query"}, {"version", kProtocolVersion}});
+  EXPECT_EQ(again.Receive().body["tp_rank"], 1);
+  // The whole model is not the slot's.
+  Trainer whole(path());
+  Message refused = whole.Hello(ModelJson(JobModel()), "job");
+  EXPECT_EQ(refused.type(), "error");
+  EXPECT_THAT(refused.body["message"].get<std::string>(),
+              ::testing::HasSubstr("param 0 'w' has shape [4, 3], the "
+                                   "job's 'w' has [2, 3]"));
+  Trainer right(path());
+  EXPECT_EQ(right.Hello(ModelJson(slot), "job").type(), "welcome");
+  // A step of the slot carries the position and the rendezvous.
+  nlohmann::json message = {{"type", "step"}};
+  position.init_method = "tcp://10.0.0.1:29500";
+  position.generation = 7;
+  AddModelParallel(position, message);
+  EXPECT_EQ(message["model_parallel"]["world"], 4);
+  EXPECT_EQ(message["model_parallel"]["init_method"], "tcp://10.0.0.1:29500");
+  EXPECT_EQ(message["model_parallel"]["generation"], 7);
+  EXPECT_EQ(message["cp_rank"], 0);
+}
+
+TEST_F(TrainerHubTest, APositionQueryOfAJobThatEndsGetsDone) {
+  Trainer asking(path());
+  asking.Send({{"type", "position_query"}, {"version", kProtocolVersion}});
+  EXPECT_FALSE(asking.ReceiveWithin(200).ok());
+  hub_->SendDone(true, "range lost");
+  Message done = asking.Receive();
+  EXPECT_EQ(done.type(), "done");
+  EXPECT_EQ(done.body["failed"], true);
+  EXPECT_EQ(done.body["reason"], "range lost");
+  Trainer old(path());
+  old.Send({{"type", "position_query"}, {"version", 1}});
+  EXPECT_EQ(old.Receive().body["message"],
+            absl::StrCat("the trainer speaks protocol version 1, this "
+                         "daemon ",
+                         kProtocolVersion));
 }
 
 }  // namespace
