@@ -96,6 +96,7 @@ grpc::Status DashboardServiceImpl::GetClusterStatus(
   if (election_) {
     ElectionView view = election_();
     resp->set_leader(view.leader);
+    resp->set_leader_http(view.leader_http);
     for (std::string& s : view.standbys) resp->add_standbys(std::move(s));
   }
   return scope.Finish(grpc::Status::OK);

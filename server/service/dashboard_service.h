@@ -19,6 +19,7 @@ namespace zshard::server {
 // addresses), for GetClusterStatus.
 struct ElectionView {
   std::string leader;
+  std::string leader_http;  // the leader's HTTP port ("" when none)
   std::vector<std::string> standbys;
 };
 

@@ -10,7 +10,8 @@
 //     message; with the right one the member drains;
 //   - an expert job's map equals zshardctl plan, one row per instance and
 //     expert-parallel group, no two segments of a row overlapping;
-//   - a standby coordinator's page names the leader (etcd store).
+//   - a standby coordinator's page names the leader and links to its
+//     dashboard (etcd store).
 // Screenshots of each view go to ARTIFACT_DIR.
 //   node dashboard_test.js BIN_DIR ARTIFACT_DIR NODE_MODULES_DIR
 // Exit 0: passed; 77: skipped (no chromium); else failed.
@@ -324,7 +325,8 @@ async function expertMap(browser) {
   await page.close();
 }
 
-// Two coordinators on one etcd prefix: the second's page names the first.
+// Two coordinators on one etcd prefix: the second's page names the first
+// and links to its dashboard.
 async function standbyNamesLeader(browser) {
   const leader = new Cluster(binDir, job);
   const etcd = await startEtcd(leader.dir);
@@ -340,6 +342,10 @@ async function standbyNamesLeader(browser) {
   const text = await page.$eval('#banner', (b) => b.textContent);
   check(text.includes('standby') && text.includes(leader.address),
     'the standby\'s page names the leader ' + leader.address + ': "' + text + '"');
+  const href = await page.$eval('#banner a#leader-link', (a) => a.href);
+  check(href === leader.url, `the standby's page links to the leader's dashboard: ${href} (the leader serves ${leader.url})`);
+  const leaderPage = await fetch(href);
+  check(leaderPage.ok && (await leaderPage.text()).includes('<title>zshard</title>'), 'the link serves the leader\'s page');
   await page.screenshot({ path: path.join(artifacts, 'standby.png'), fullPage: true });
 }
 

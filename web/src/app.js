@@ -1,7 +1,8 @@
 // The page's life: picks the view from the URL's hash, refreshes the
 // views from the API every 2 s and at once on every streamed event or plan
 // change, keeps the previous map to draw a transition's moves, and runs the
-// drain dialog. A standby coordinator's page names the leader.
+// drain dialog. A standby coordinator's page names the leader and links to
+// its dashboard.
 'use strict';
 
 const state = {
@@ -22,12 +23,20 @@ function banner(text) {
   b.textContent = text || '';
 }
 
-// A call that failed because this coordinator stands by: name the leader.
+// A call that failed because this coordinator stands by: name the leader
+// and link to its dashboard (the standby's answer names its HTTP port).
 function standby(err) {
   if (!(err instanceof ZS.CallError) || err.code !== 'unavailable') return false;
-  const m = /leader is (\S+)/.exec(err.message);
-  banner('This coordinator is a standby (' + err.message + ')' +
-    (m ? ': the leader, ' + m[1] + ', serves the dashboard on its own HTTP port.' : '.'));
+  const m = /leader is ([^\s,]+)/.exec(err.message);
+  const h = /dashboard (http:\/\/\S+)/.exec(err.message);
+  const b = document.getElementById('banner');
+  b.hidden = false;
+  b.replaceChildren('This coordinator is a standby (' + err.message + ')');
+  if (h) {
+    b.append(': the leader serves the dashboard at ', ZS.el('a', { id: 'leader-link', href: h[1] }, h[1]));
+  } else {
+    b.append(m ? ': the leader, ' + m[1] + ', serves no dashboard this coordinator knows of.' : '.');
+  }
   document.body.dataset.leader = m ? m[1] : '';
   return true;
 }
