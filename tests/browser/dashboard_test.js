@@ -10,6 +10,8 @@
 //     message; with the right one the member drains;
 //   - an expert job's map equals zshardctl plan, one row per instance and
 //     expert-parallel group, no two segments of a row overlapping;
+//   - a model-parallel job's map is one map per slot, each equal to
+//     zshardctl plan --tp T --pp P;
 //   - a standby coordinator's page names the leader and links to its
 //     dashboard (etcd store).
 // Screenshots of each view go to ARTIFACT_DIR.
@@ -70,20 +72,26 @@ function ctlSegments(pieces) {
   return out.map((s) => [s.instance, s.rank, s.worker, s.begin, s.end].join('/')).sort();
 }
 
-async function pageSegments(page, buffer, bucket) {
-  return (await page.$$eval(`rect.seg[data-buffer="${buffer}"][data-bucket="${bucket}"]`, (rs) => rs.map((r) =>
+// The segments drawn for (buffer, bucket); a model-parallel job's in the
+// map of `slot` ({tp, pp}).
+async function pageSegments(page, buffer, bucket, slot) {
+  const scope = slot ? `.slot-map[data-tp="${slot.tp}"][data-pp="${slot.pp}"] ` : '';
+  return (await page.$$eval(`${scope}rect.seg[data-buffer="${buffer}"][data-bucket="${bucket}"]`, (rs) => rs.map((r) =>
     [r.dataset.instance, r.dataset.rank, r.dataset.worker, r.dataset.begin, r.dataset.end].join('/')))).sort();
 }
 
-async function mapMatchesCtl(cluster, page) {
-  const plan = cluster.ctl(['plan']);
+// The map (a model-parallel job's map of `slot`) equals zshardctl plan's
+// pieces, every bucket of every buffer.
+async function mapMatchesCtl(cluster, page, slot) {
+  const select = slot ? ['--tp', String(slot.tp), '--pp', String(slot.pp)] : [];
+  const plan = cluster.ctl(['plan', ...select]);
   const epoch = await page.$eval('#map', (m) => m.dataset.epoch).catch(() => '');
   if (String(plan.epoch) !== epoch) return false;
-  const summary = await fetchJson(cluster.url + 'zshard.v1.DashboardService/GetPlan', {});
+  const summary = await fetchJson(cluster.url + 'zshard.v1.DashboardService/GetPlan', slot ? { slot } : {});
   for (let b = 0; b < summary.buffers.length; ++b) {
     for (let k = 0; k < Number(summary.buffers[b].buckets || 0); ++k) {
-      const want = ctlSegments(cluster.ctl(['plan', '--bucket', String(k), '--buffer', String(b)]).pieces);
-      const got = await pageSegments(page, b, k);
+      const want = ctlSegments(cluster.ctl(['plan', ...select, '--bucket', String(k), '--buffer', String(b)]).pieces);
+      const got = await pageSegments(page, b, k, slot);
       if (JSON.stringify(want) !== JSON.stringify(got)) return false;
     }
   }
@@ -242,6 +250,7 @@ async function main() {
     check(missing.length === 0, 'no request got a 404' + (missing.length ? ': ' + missing.join(' ') : ''));
     check(pageErrors.length === 0, 'no script errors' + (pageErrors.length ? ': ' + pageErrors.join('; ') : ''));
     await expertMap(browser);
+    await parallelMaps(browser);
     await standbyNamesLeader(browser);
   } finally {
     await browser.close();
@@ -273,6 +282,23 @@ async function viewsMatchCtl(cluster, page) {
     'the memory bars show zshardctl ledger\'s prediction per rank: ' + bars.join(' '));
 }
 
+// `job` with `world` workers (PREFIX0, PREFIX1, ...), stable, and a page
+// on its map view once it has drawn.
+async function stableMapPage(browser, job, prefix, world) {
+  const cluster = new Cluster(binDir, job);
+  await cluster.startCoordinator(kToken);
+  for (let i = 0; i < world; ++i) cluster.startWorker(prefix + i);
+  await waitFor(`a stable world of ${world} (${job.name})`, () => {
+    const s = cluster.status();
+    return s.state === 'STABLE' && s.world === world && s.members.filter((m) => m.state === 'ACTIVE').length === world;
+  }, 60000);
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1280, height: 900 });
+  await page.goto(cluster.url + '#map', { waitUntil: 'load' });
+  await page.waitForSelector('body[data-ready="1"]', { timeout: 15000 });
+  return { cluster, page };
+}
+
 // A mixture-of-experts job (W = 4, I = 1, expert_parallel 2; params 1, 2
 // and 4 are experts, several buckets per buffer): in an expert buffer each
 // expert-parallel group holds other experts at the same offsets, so the
@@ -288,17 +314,7 @@ async function expertMap(browser) {
     world: { instances: 1, min: 2, max: 4 }, lease_timeout_ms: 2500, heartbeat_interval_ms: 100,
     workload: { kind: 'synthetic', steps: 1000000, global_batch: 8, step_delay_ms: 20 },
   };
-  const cluster = new Cluster(binDir, expertJob);
-  await cluster.startCoordinator(kToken);
-  for (let i = 0; i < 4; ++i) cluster.startWorker('e' + i);
-  await waitFor('a stable expert world of 4', () => {
-    const s = cluster.status();
-    return s.state === 'STABLE' && s.world === 4 && s.members.filter((m) => m.state === 'ACTIVE').length === 4;
-  }, 60000);
-  const page = await browser.newPage();
-  await page.setViewport({ width: 1280, height: 900 });
-  await page.goto(cluster.url + '#map', { waitUntil: 'load' });
-  await page.waitForSelector('body[data-ready="1"]', { timeout: 15000 });
+  const { cluster, page } = await stableMapPage(browser, expertJob, 'e', 4);
   await waitFor('the expert map to equal zshardctl plan', () => mapMatchesCtl(cluster, page), 15000);
   const plan = await fetchJson(cluster.url + 'zshard.v1.DashboardService/GetPlan', {});
   check(plan.buffers.some((b) => b.expert), 'the job has an expert buffer');
@@ -322,6 +338,39 @@ async function expertMap(browser) {
   check(groups.size === 2 && overlaps === 0,
     `expert buffers are drawn one row per (instance, expert group): ${groups.size} groups, ${rows.size} rows, ${overlaps} overlaps`);
   await shot(page, 'map', 'shard-map-experts.png');
+  await page.close();
+}
+
+// A model-parallel job (deploy/demo/tp2pp2.json: T = 2, P = 2) of eight
+// workers in one instance: one map per slot, titled "slot tp T pp P", each
+// equal to zshardctl plan --tp T --pp P (its data-parallel ranks, the
+// members at that slot).
+async function parallelMaps(browser) {
+  const demo = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'deploy', 'demo', 'tp2pp2.json'), 'utf8'));
+  const parallelJob = Object.assign(demo, {
+    name: 'tp2pp2-browser', world: { instances: 1, min: 8, max: 8 }, lease_timeout_ms: 2500, heartbeat_interval_ms: 100,
+    workload: { kind: 'synthetic', steps: 1000000, global_batch: 8, step_delay_ms: 50 },
+  });
+  const { cluster, page } = await stableMapPage(browser, parallelJob, 'm', 8);
+  const slots = [];
+  for (let pp = 0; pp < 2; ++pp) for (let tp = 0; tp < 2; ++tp) slots.push({ tp, pp });
+  for (const slot of slots) {
+    await waitFor(`slot tp ${slot.tp} pp ${slot.pp}'s map to equal zshardctl plan`, () => mapMatchesCtl(cluster, page, slot), 15000);
+  }
+  const titles = await page.$$eval('.slot-map h3', (hs) => hs.map((h) => h.textContent));
+  check(JSON.stringify(titles) === JSON.stringify(slots.map((s) => `slot tp ${s.tp} pp ${s.pp}`)),
+    'a model-parallel job has one map per slot: ' + titles.join(', '));
+  // Each slot's owners are the members at that slot, at its data-parallel ranks.
+  const ctlSlots = cluster.ctl(['plan']).slots;
+  for (const s of ctlSlots) {
+    const want = s.ranks.map((r) => r.rank + '/' + r.worker).sort();
+    const got = [...new Set(await page.$$eval(`.slot-map[data-tp="${s.slot.tp}"][data-pp="${s.slot.pp}"] rect.seg`,
+      (rs) => rs.map((r) => r.dataset.rank + '/' + r.dataset.worker)))].sort();
+    check(JSON.stringify(want) === JSON.stringify(got),
+      `slot tp ${s.slot.tp} pp ${s.slot.pp}: the map's owners are its data-parallel ranks' members: ${got.join(' ')}`);
+  }
+  check(true, 'model-parallel job: every slot\'s map equals zshardctl plan --tp T --pp P --output json');
+  await shot(page, 'map', 'shard-map-slots.png');
   await page.close();
 }
 
