@@ -3,6 +3,7 @@
 // regression job, I = 2, world 4, one spare. Checks:
 //   - every URL the page requests is served by the coordinator;
 //   - the shard map's segments equal `zshardctl plan --output json`;
+//   - a status listing a member dead flashes its segments (and no other's);
 //   - kill -9 of an active worker: within 5 s of the spare's commit the map
 //     shows the spare owning the dead rank's ranges, and the re-shard list
 //     shows the move with bytes = lower bound;
@@ -174,6 +175,23 @@ async function main() {
     }
     check(victimRanges.length > 0, 'the victim ' + victim.name + ' owns ranges on the map');
     await page.evaluate(() => { location.hash = 'map'; });
+    // A dead member's ranges flash until the plan without it arrives: the
+    // page fed a status that lists the victim as dead draws its segments,
+    // and only its, with the flashing class (in one evaluation, so no
+    // refresh comes between the drawing and the reading).
+    const flash = await page.evaluate((name) => {
+      ZS.drawMapView({ members: [{ name, state: 'MEMBER_STATE_DEAD' }] });
+      const rects = [...document.querySelectorAll('#map rect.seg')];
+      const mine = rects.filter((r) => r.dataset.worker === name);
+      return {
+        mine: mine.length, flashing: mine.filter((r) => r.classList.contains('dead')).length,
+        others: rects.filter((r) => r.dataset.worker !== name && r.classList.contains('dead')).length,
+        animation: mine.length ? getComputedStyle(mine[0]).animationName : '',
+      };
+    }, victim.name);
+    check(flash.mine === victimRanges.length && flash.flashing === flash.mine && flash.others === 0 &&
+      flash.animation === 'dead', `a status listing ${victim.name} dead flashes its ${flash.mine} segment(s) ` +
+      `(animation "${flash.animation}"), and no other's`);
     cluster.workers[victim.name].kill('SIGKILL');
     const epoch0 = Number(before.epoch);
     await waitFor('the spare to commit', () => {

@@ -52,10 +52,12 @@ async function refreshMap(plan) {
   state.dead.clear();
 }
 
-// Draws the map view from the maps loaded.
-function drawMapView() {
-  ZS.drawMaps(document.getElementById('map'), state.maps, state.previousMaps, state.dead);
+// Draws the map view from the maps loaded and `status` (GetClusterStatus:
+// the members it lists as dead flash).
+function drawMapView(status) {
+  ZS.drawMaps(document.getElementById('map'), state.maps, state.previousMaps, ZS.deadWorkers(status, state.dead));
 }
+ZS.drawMapView = drawMapView;
 
 async function refresh() {
   if (state.refreshing) { state.again = true; return; }
@@ -86,7 +88,7 @@ async function refresh() {
           ZS.num(par.context) + ' replica(s): one map per slot'
         : ' = ' + ZS.num(plan.instances) + ' x ' + ZS.num(plan.shardGroupSize)) + ', plan ' + plan.planHash;
       document.getElementById('map').dataset.epoch = ZS.num(plan.epoch);
-      drawMapView();
+      drawMapView(status);
     } else {
       cap.textContent = 'no epoch committed yet';
     }

@@ -2,7 +2,7 @@
 // without model parallelism; one per slot (tp, pp) for a model-parallel
 // job, titled "slot tp T pp P", its ranks the slot's data-parallel ranks
 // and its owners the members at that slot), each drawn by ZS.drawMap with
-// the previous plan's map and the moves.
+// the previous plan's map, the moves and the dead members' ranges.
 'use strict';
 
 // The maps of `plan` (GetPlan's answer without a slot): [{slot, plan, map,
@@ -20,6 +20,18 @@ ZS.loadMaps = async function (plan) {
       slot: slot && { tp: ZS.num(slot.tp), pp: ZS.num(slot.pp) }, plan: p, map,
       moves: withMoves.moves || [], base: ZS.num(withMoves.baseEpoch), total: ZS.num(withMoves.totalMoves),
     });
+  }
+  return out;
+};
+
+// The workers whose ranges flash: those `status` (GetClusterStatus) lists
+// as dead, and those named by `deadEvents` (a Set from the event stream).
+// The map drawn is the last committed plan's, so they flash until the
+// plan that replaces them arrives, where they own nothing.
+ZS.deadWorkers = function (status, deadEvents) {
+  const out = new Set(deadEvents || []);
+  for (const m of (status && status.members) || []) {
+    if (m.state === 'MEMBER_STATE_DEAD') out.add(m.name);
   }
   return out;
 };
