@@ -2,13 +2,10 @@
 // metrics; the role changes of a standby and a deposed leader.
 #include "server/coordinator.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/file_io.h"
@@ -20,6 +17,7 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "server/host_port.h"
 #include "server/leadership.h"
 #include "server/metrics/metrics_server.h"
 #include "server/metrics/rpc_metrics.h"
@@ -41,23 +39,6 @@
 namespace zshard::server {
 namespace {
 
-// Splits "host:port" at the last colon.
-absl::Status SplitHostPort(const std::string& address, std::string* host,
-                           int* port) {
-  size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(address.substr(colon + 1), port) || *port < 0 ||
-      *port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("address '", address, "' is not HOST:PORT"));
-  }
-  *host = address.substr(0, colon);
-  if (host->size() > 2 && host->front() == '[' && host->back() == ']') {
-    *host = host->substr(1, host->size() - 2);
-  }
-  return absl::OkStatus();
-}
-
 std::shared_ptr<grpc::ServerCredentials> Credentials(
     const CoordinatorOptions& o) {
   if (o.tls_cert_pem.empty()) return grpc::InsecureServerCredentials();
@@ -68,10 +49,6 @@ std::shared_ptr<grpc::ServerCredentials> Credentials(
   ssl.pem_root_certs = o.tls_client_ca_pem;
   ssl.pem_key_cert_pairs.push_back({o.tls_key_pem, o.tls_cert_pem});
   return grpc::SslServerCredentials(ssl);
-}
-
-std::string Bracketed(const std::string& host) {
-  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
 }
 
 // The services a standby does not serve (gRPC health names).
@@ -133,10 +110,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
           absl::StrCat("job's checkpoint dir is unusable: ", usable.message()));
     }
   }
-  std::string listen_host;
-  int listen_port = 0;
-  ZSHARD_RETURN_IF_ERROR(
-      SplitHostPort(options.listen, &listen_host, &listen_port));
+  ZSHARD_ASSIGN_OR_RETURN(const HostPort listen, ParseHostPort(options.listen));
   std::unique_ptr<Coordinator> c(new Coordinator());
   c->spec_ = std::move(spec);
   c->options_ = std::move(options);
@@ -192,24 +166,23 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   }
   ZSHARD_RETURN_IF_ERROR(c->BuildServerLocked());
   if (c->intake_) ZSHARD_RETURN_IF_ERROR(c->StartIntakeLocked());
-  c->bound_listen_ = absl::StrCat(Bracketed(listen_host), ":", c->port_);
+  c->bound_listen_ = JoinHostPort(listen.host, c->port_);
   c->advertise_ = c->options_.advertise;
   if (c->advertise_.empty()) {
-    std::string host = listen_host;
-    if (host.empty() || host == "0.0.0.0" || host == "::") {
-      char name[256] = {0};
-      host = gethostname(name, sizeof(name) - 1) == 0 ? name : "localhost";
-    }
-    c->advertise_ = absl::StrCat(Bracketed(host), ":", c->port_);
+    c->advertise_ = AdvertisedAddress(listen.host, c->port_);
   }
   {
     absl::MutexLock view_lock(&c->view_mu_);
     c->view_advertise_ = c->advertise_;
   }
+  // Before the campaign: its key publishes the HTTP address.
+  ZSHARD_RETURN_IF_ERROR(c->StartHttpLocked());
   if (c->etcd_store_ != nullptr) {
     open_options.candidate_id = c->advertise_;
-    auto election =
-        LeaderElection::Campaign(ElectionOptionsFor(store_spec, open_options));
+    LeaderElectionOptions election_options =
+        ElectionOptionsFor(store_spec, open_options);
+    election_options.http = c->http_advertise_;
+    auto election = LeaderElection::Campaign(std::move(election_options));
     if (!election.ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat("cannot open the store: ", election.status().message()));
@@ -224,30 +197,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
     } else {
       ZSHARD_LOG_INFO(absl::StrCat(
           "standby: ", c->advertise_, " stands by on etcd prefix '",
-          c->store_prefix_, "'; ", StandbyMessage(c->CurrentLeader())));
+          c->store_prefix_, "'; ", StandbyMessage(c->Leader())));
     }
     c->role_thread_ = std::thread([raw = c.get()] { raw->RoleLoop(); });
-  }
-  if (!c->options_.metrics_listen.empty()) {
-    std::string host;
-    int port = 0;
-    ZSHARD_RETURN_IF_ERROR(
-        SplitHostPort(c->options_.metrics_listen, &host, &port));
-    c->metrics_server_ = std::make_unique<MetricsServer>();
-    Coordinator* raw = c.get();
-    web::WebOptions web_options;
-    web_options.admin = c->options_.tls_cert_pem.empty();
-    c->web_routes_ = std::make_unique<web::WebRoutes>(
-        [raw] { return raw->LocalChannel(); }, web_options);
-    web::WebRoutes* routes = c->web_routes_.get();
-    MetricsServer::Extra extra;
-    extra.install = [routes](httplib::Server* http) { routes->Install(http); };
-    extra.stop = [routes] { routes->Stop(); };
-    ZSHARD_ASSIGN_OR_RETURN(
-        c->metrics_port_,
-        c->metrics_server_->Start(
-            host, port, [raw] { return raw->RenderMetrics(); },
-            [raw] { return raw->leading(); }, std::move(extra)));
   }
   return c;
 }
@@ -285,7 +237,7 @@ absl::Status Coordinator::BuildServerLocked() {
     // A generic service is registered on one server only: a new one each
     // time (the previous server is gone).
     standby_service_ =
-        std::make_unique<StandbyService>([this] { return CurrentLeader(); });
+        std::make_unique<StandbyService>([this] { return Leader(); });
     builder.RegisterCallbackGenericService(standby_service_.get());
   }
   server_ = builder.BuildAndStart();
@@ -475,13 +427,21 @@ void Coordinator::StepRole() {
 
 std::string Coordinator::CurrentLeader() { return View().leader; }
 
+LeaderAddresses Coordinator::Leader() {
+  ElectionView view = View();
+  return {std::move(view.leader), std::move(view.leader_http)};
+}
+
 ElectionView Coordinator::View() {
   ElectionView view;
   LeaderElection* election = nullptr;
   {
     absl::MutexLock lock(&view_mu_);
     election = view_election_;
-    if (etcd_store_ == nullptr) view.leader = view_advertise_;
+    if (etcd_store_ == nullptr) {
+      view.leader = view_advertise_;
+      view.leader_http = view_http_advertise_;
+    }
   }
   // Without etcd it is the only coordinator; with etcd, the server answers
   // (as a standby) before the campaign starts: no leader is known yet.
@@ -490,6 +450,7 @@ ElectionView Coordinator::View() {
   for (size_t i = 0; i < c.size(); ++i) {
     if (i == 0) {
       view.leader = c[i].id;
+      view.leader_http = c[i].http;
     } else {
       view.standbys.push_back(c[i].id);
     }
@@ -527,24 +488,8 @@ TelemetryStore* Coordinator::telemetry() {
 }
 
 std::string Coordinator::address() const {
-  std::string host;
-  int ignored = 0;
-  if (!SplitHostPort(options_.listen, &host, &ignored).ok()) host = "127.0.0.1";
-  return absl::StrCat(Bracketed(host), ":", port_);
-}
-
-std::string Coordinator::RenderMetrics() {
-  absl::MutexLock lock(&role_mu_);
-  std::string out = absl::StrCat(
-      "# HELP zshard_leader 1 while this coordinator leads its store, 0 while "
-      "it stands by.\n",
-      "# TYPE zshard_leader gauge\n", "zshard_leader ",
-      leadership_ != nullptr ? 1 : 0, "\n");
-  if (leadership_ != nullptr) {
-    absl::StrAppend(&out, leadership_->RenderMetrics());
-  }
-  absl::StrAppend(&out, rpc_metrics_->Render());
-  return out;
+  absl::StatusOr<HostPort> listen = ParseHostPort(options_.listen);
+  return JoinHostPort(listen.ok() ? listen->host : "127.0.0.1", port_);
 }
 
 void Coordinator::Shutdown() {

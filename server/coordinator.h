@@ -1,7 +1,7 @@
 // The coordinator process's core, minus flag parsing: the store and its
 // election, the gRPC server (plus health and reflection) with the leader's
 // parts (Leadership: membership, rendezvous, services, ticker) or the
-// standby's answer, and the metrics endpoint.
+// standby's answer, and the HTTP port (dashboard and metrics).
 #pragma once
 
 #include <memory>
@@ -38,6 +38,7 @@ class RpcMetrics;
 class TelemetryStore;
 class MetricsServer;
 class StandbyService;
+struct LeaderAddresses;
 class WorkerServiceImpl;
 class RendezvousServiceImpl;
 class DashboardServiceImpl;
@@ -64,9 +65,15 @@ struct CoordinatorOptions {
   HttpTlsOptions etcd_tls;
   // The etcd election lease (see StoreOpenOptions::lease_ttl_s).
   int64_t etcd_lease_ttl_s = 5;
-  // host:port of the HTTP port: the Prometheus endpoint, /leader and the
-  // dashboard (server/web/); empty: none.
-  std::string metrics_listen;
+  // host:port of the HTTP port: the dashboard (server/web/), the
+  // Prometheus endpoint, /healthz and /leader; port 0 picks a free port
+  // (http_port()). Empty: none.
+  std::string http_listen;
+  // HOST:PORT the HTTP port is reached at, published with the campaign
+  // key, so that a standby's answer and page link to the leader's
+  // dashboard. Empty: http_listen's host with the bound port (the
+  // machine's hostname for a wildcard host), as advertise is made.
+  std::string http_advertise;
   // PEM contents. cert and key together turn TLS on; client_ca then
   // requires and verifies client certificates.
   std::string tls_cert_pem;
@@ -113,8 +120,10 @@ class Coordinator {
   std::string address() const;
   // The address the election names this coordinator by (--advertise).
   const std::string& advertise() const { return advertise_; }
-  // The bound metrics port (0 when none).
-  int metrics_port() const { return metrics_port_; }
+  // The bound HTTP port (0 when none) and the address it is advertised at
+  // ("" when none).
+  int http_port() const { return http_port_; }
+  const std::string& http_advertise() const { return http_advertise_; }
 
   // Stops serving and, with etcd, resigns (a standby leads at once).
   // Idempotent.
@@ -173,6 +182,9 @@ class Coordinator {
   void StepRole();
   ElectionView View();
   std::string CurrentLeader();
+  LeaderAddresses Leader();
+  // Binds the HTTP port (options_.http_listen) and sets http_advertise_.
+  absl::Status StartHttpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   std::string RenderMetrics();
 
   job::JobSpec spec_;
@@ -191,14 +203,16 @@ class Coordinator {
   // The bound address, for binding again (listen's host, port_).
   std::string bound_listen_;
   std::string advertise_;
+  std::string http_advertise_;
   int port_ = 0;
   // What View() reads on gRPC threads, set once each is ready: the
   // address once bound, the election once campaigning. Until then an etcd
   // standby names no leader (never itself).
   absl::Mutex view_mu_;
   std::string view_advertise_ ABSL_GUARDED_BY(view_mu_);
+  std::string view_http_advertise_ ABSL_GUARDED_BY(view_mu_);
   LeaderElection* view_election_ ABSL_GUARDED_BY(view_mu_) = nullptr;
-  int metrics_port_ = 0;
+  int http_port_ = 0;
 
   absl::Mutex role_mu_;
   std::unique_ptr<Leadership> leadership_ ABSL_GUARDED_BY(role_mu_);

@@ -43,8 +43,15 @@ ABSL_FLAG(std::string, etcd_key, "", "PEM private key of --etcd-cert");
 ABSL_FLAG(int, etcd_lease_ttl, 5,
           "seconds of the etcd election lease: how long a standby waits "
           "to lead after the leader was killed");
+ABSL_FLAG(std::string, http_listen, "",
+          "HOST:PORT of the HTTP port: the dashboard at /, /metrics, /healthz "
+          "and /leader; empty: none");
 ABSL_FLAG(std::string, metrics_listen, "",
-          "HOST:PORT of /metrics and /healthz; empty: none");
+          "the old name of --http-listen (still accepted)");
+ABSL_FLAG(std::string, http_advertise, "",
+          "HOST:PORT the HTTP port is reached at, as a standby names the "
+          "leader's dashboard; default: the --http-listen host with the "
+          "bound port (the hostname for 0.0.0.0 or [::])");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of the server");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of the server");
 ABSL_FLAG(std::string, tls_client_ca, "",
@@ -66,7 +73,8 @@ constexpr char kUsage[] =
     "[--advertise HOST:PORT] (--store sqlite:DIR|etcd:HOST:PORT[,...]/PREFIX "
     "[--etcd-ca F "
     "[--etcd-cert F --etcd-key F]] [--etcd-lease-ttl S] | --state-dir DIR) "
-    "[--metrics-listen HOST:PORT] [--tls-cert F --tls-key F "
+    "[--http-listen HOST:PORT [--http-advertise HOST:PORT]] "
+    "[--tls-cert F --tls-key F "
     "[--tls-client-ca F]] [--admin-token-file F] [--log-format text|json] "
     "[--restore CHECKPOINT_DIR | --init-from TORCH_FILE]";
 
@@ -114,7 +122,9 @@ zshard::FlagList CoordinatorFlags() {
           FlagOf(FLAGS_etcd_cert),
           FlagOf(FLAGS_etcd_key),
           FlagOf(FLAGS_etcd_lease_ttl),
+          FlagOf(FLAGS_http_listen),
           FlagOf(FLAGS_metrics_listen),
+          FlagOf(FLAGS_http_advertise),
           FlagOf(FLAGS_tls_cert),
           FlagOf(FLAGS_tls_key),
           FlagOf(FLAGS_tls_client_ca),
@@ -162,8 +172,18 @@ absl::Status CheckFlags(const zshard::ParsedCommandLine& parsed) {
     return absl::InvalidArgumentError(
         "flags --etcd-cert and --etcd-key go together");
   }
+  if (parsed.Given(FLAGS_http_listen) && parsed.Given(FLAGS_metrics_listen)) {
+    return absl::InvalidArgumentError(
+        "give one of --http-listen and --metrics-listen (its old name)");
+  }
+  if (parsed.Given(FLAGS_http_advertise) && !parsed.Given(FLAGS_http_listen) &&
+      !parsed.Given(FLAGS_metrics_listen)) {
+    return absl::InvalidArgumentError(
+        "flag --http-advertise needs --http-listen");
+  }
   for (const absl::Flag<std::string>* address :
-       {&FLAGS_listen, &FLAGS_advertise, &FLAGS_metrics_listen}) {
+       {&FLAGS_listen, &FLAGS_advertise, &FLAGS_http_listen,
+        &FLAGS_metrics_listen, &FLAGS_http_advertise}) {
     if (!parsed.Given(*address)) continue;
     const std::string value = absl::GetFlag(*address);
     size_t colon = value.rfind(':');
@@ -227,7 +247,10 @@ int main(int argc, char** argv) {
   options.etcd_tls.cert_file = absl::GetFlag(FLAGS_etcd_cert);
   options.etcd_tls.key_file = absl::GetFlag(FLAGS_etcd_key);
   options.etcd_lease_ttl_s = absl::GetFlag(FLAGS_etcd_lease_ttl);
-  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.http_listen = parsed->Given(FLAGS_metrics_listen)
+                            ? absl::GetFlag(FLAGS_metrics_listen)
+                            : absl::GetFlag(FLAGS_http_listen);
+  options.http_advertise = absl::GetFlag(FLAGS_http_advertise);
   struct FileFlag {
     const absl::Flag<std::string>* flag;
     std::string* dest;
@@ -285,9 +308,11 @@ int main(int argc, char** argv) {
   std::string line =
       absl::StrCat("coordinator listening on ", (*coordinator)->address());
   std::printf("%s\n", line.c_str());
-  if ((*coordinator)->metrics_port() > 0) {
-    std::printf("metrics listening on port %d\n",
-                (*coordinator)->metrics_port());
+  if ((*coordinator)->http_port() > 0) {
+    // zshard-run reads the port from this line (python/zshard/run.py).
+    std::printf("metrics listening on port %d\n", (*coordinator)->http_port());
+    std::printf("dashboard at http://%s/\n",
+                (*coordinator)->http_advertise().c_str());
   }
   std::fflush(stdout);
   ZSHARD_LOG_INFO(line);

@@ -6,10 +6,13 @@
 
 namespace zshard::server {
 
-std::string StandbyMessage(const std::string& leader) {
-  return leader.empty()
-             ? std::string("standby coordinator: no leader yet")
-             : absl::StrCat("standby coordinator: the leader is ", leader);
+std::string StandbyMessage(const LeaderAddresses& leader) {
+  if (leader.grpc.empty()) return "standby coordinator: no leader yet";
+  return absl::StrCat(
+      "standby coordinator: the leader is ", leader.grpc,
+      leader.http.empty()
+          ? std::string()
+          : absl::StrCat(", its dashboard http://", leader.http, "/"));
 }
 
 grpc::ServerGenericBidiReactor* StandbyService::CreateReactor(
@@ -18,9 +21,12 @@ grpc::ServerGenericBidiReactor* StandbyService::CreateReactor(
   class Reactor final : public grpc::ServerGenericBidiReactor {
    public:
     Reactor(grpc::GenericCallbackServerContext* ctx,
-            const std::string& leader) {
-      if (!leader.empty()) {
-        ctx->AddTrailingMetadata(net::kLeaderMetadataKey, leader);
+            const LeaderAddresses& leader) {
+      if (!leader.grpc.empty()) {
+        ctx->AddTrailingMetadata(net::kLeaderMetadataKey, leader.grpc);
+        if (!leader.http.empty()) {
+          ctx->AddTrailingMetadata(net::kLeaderHttpMetadataKey, leader.http);
+        }
       }
       Finish(
           grpc::Status(grpc::StatusCode::UNAVAILABLE, StandbyMessage(leader)));

@@ -1,6 +1,7 @@
 // zshardctl --coordinator ADDR ledger [--output table|json]: the live
 // memory ledger of a running job, predicted (the planner, ZeRO-1) next to
-// measured (each rank's latest telemetry), flagging ranks that differ.
+// measured (each rank's latest telemetry), flagging ranks that differ; a
+// model-parallel job's ranks with their slot and data-parallel rank.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -42,6 +43,11 @@ nlohmann::json LiveLedgerToJson(const v1::GetLedgerResponse& ledger) {
         {"comm_bytes", r.comm_bytes()},
         {"matches", r.measured_bytes() == r.predicted_bytes()},
         {"categories", nlohmann::json::object()}};
+    if (r.has_slot()) {
+      // A model-parallel job: the prediction is the rank's slot plan's.
+      rank["slot"] = {{"tp", r.slot().tp()}, {"pp", r.slot().pp()}};
+      rank["dp_rank"] = r.dp_rank();
+    }
     for (const char* name : kCategories) {
       auto it = r.categories().find(name);
       if (it == r.categories().end()) continue;
@@ -81,9 +87,13 @@ std::string FormatLiveLedger(const v1::GetLedgerResponse& ledger) {
         ++differ;
       }
     }
-    table.AddRow({absl::StrCat(r.rank()), r.worker(),
-                  Grouped(r.predicted_bytes()), measured, diff, cat("master"),
-                  cat("exp_avg"), cat("exp_avg_sq"), check});
+    const std::string rank =
+        r.has_slot() ? absl::StrCat(r.rank(), " (tp ", r.slot().tp(), " pp ",
+                                    r.slot().pp(), " dp ", r.dp_rank(), ")")
+                     : absl::StrCat(r.rank());
+    table.AddRow({rank, r.worker(), Grouped(r.predicted_bytes()), measured,
+                  diff, cat("master"), cat("exp_avg"), cat("exp_avg_sq"),
+                  check});
   }
   out += table.Render();
   if (differ > 0) {

@@ -1,7 +1,9 @@
-// zshardctl --coordinator ADDR plan [--rank R] [--param NAME [--begin A]
-// [--end B]] [--bucket K [--buffer F]] [--moves] [--output table|json]: the
-// committed plan of a running job: per-rank summaries, or the pieces that
-// answer "who owns NAME elements A..B?", and the moves into the epoch.
+// zshardctl --coordinator ADDR plan [--tp T --pp P] [--rank R] [--param
+// NAME [--begin A] [--end B]] [--bucket K [--buffer F]] [--moves] [--output
+// table|json]: the committed plan of a running job: per-rank summaries, or
+// the pieces that answer "who owns NAME elements A..B?", and the moves into
+// the epoch. A model-parallel job's plan is one per slot: every slot's
+// summary, or with --tp and --pp that slot's plan as above.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -26,18 +28,27 @@ ABSL_FLAG(int64_t, bucket, -1,
 ABSL_FLAG(int64_t, buffer, 0, "the buffer of --bucket");
 ABSL_FLAG(bool, moves, false,
           "list the moves that brought the committed epoch from its base");
+ABSL_FLAG(int64_t, tp, -1,
+          "a model-parallel job's slot (with --pp): its plan, pieces and "
+          "moves (default: every slot's summary)");
+ABSL_FLAG(int64_t, pp, -1, "the pipeline rank of --tp's slot");
 
 namespace zshard::ctl {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: zshardctl --coordinator HOST:PORT plan [--rank R]\n"
+    "usage: zshardctl --coordinator HOST:PORT plan [--tp T --pp P] [--rank R]\n"
     "         [--param NAME [--begin A] [--end B]] [--bucket K [--buffer F]]\n"
     "         [--moves] [--output table|json] [--tls-ca F] [--tls-cert F "
     "--tls-key F]\n";
 
 // Pages fetched at most (10,000 pieces each).
 constexpr int kMaxPages = 100;
+
+// "slot tp T pp P"
+std::string SlotName(const v1::ParallelSlot& slot) {
+  return absl::StrCat("slot tp ", slot.tp(), " pp ", slot.pp());
+}
 
 nlohmann::json PlanJson(const v1::GetPlanResponse& p) {
   nlohmann::json out = {{"epoch", p.epoch()},
@@ -55,6 +66,17 @@ nlohmann::json PlanJson(const v1::GetPlanResponse& p) {
                             {"worker", r.name()},
                             {"owned_elements", r.owned_elements()},
                             {"pieces", r.pieces()}});
+  }
+  if (p.has_slot()) {
+    out["slot"] = {{"tp", p.slot().tp()}, {"pp", p.slot().pp()}};
+  }
+  if (p.slots_size() > 0) {
+    // A model-parallel job: one plan per slot; ranks are data-parallel
+    // ranks of the slot, workers the members at it.
+    out["slots"] = nlohmann::json::array();
+    for (const v1::SlotPlan& s : p.slots()) {
+      out["slots"].push_back(PlanJson(s.plan()));
+    }
   }
   for (const v1::PlanPiece& x : p.pieces()) {
     out["pieces"].push_back({{"param", x.param()},
@@ -93,9 +115,21 @@ nlohmann::json PlanJson(const v1::GetPlanResponse& p) {
 }
 
 std::string PlanTable(const v1::GetPlanResponse& p) {
+  if (p.slots_size() > 0) {
+    std::string out = absl::StrCat(
+        "epoch ", p.epoch(), "  world ", p.world(), "  instances ",
+        p.instances(), "  plan ", p.plan_hash(), "\n",
+        "model-parallel: one plan per slot (--tp T --pp P for its pieces and "
+        "moves); ranks are the slot's data-parallel ranks\n");
+    for (const v1::SlotPlan& s : p.slots()) {
+      absl::StrAppend(&out, "\n", PlanTable(s.plan()));
+    }
+    return out;
+  }
   std::string out = absl::StrCat(
-      "epoch ", p.epoch(), "  world ", p.world(), "  instances ", p.instances(),
-      "  D ", p.shard_group_size(), "  plan ", p.plan_hash(), "\n");
+      p.has_slot() ? SlotName(p.slot()) + "  " : std::string(), "epoch ",
+      p.epoch(), "  world ", p.world(), "  instances ", p.instances(), "  D ",
+      p.shard_group_size(), "  plan ", p.plan_hash(), "\n");
   if (p.ranks_size() > 0) {
     Table t({"RANK", "INSTANCE", "SHARD_RANK", "WORKER", "OWNED", "PIECES"});
     for (const v1::RankSummary& r : p.ranks()) {
@@ -151,7 +185,7 @@ int RunPlanAnyCommand(const GlobalFlags& global, int argc, char** argv) {
       global, argc, argv,
       {FlagOf(FLAGS_rank), FlagOf(FLAGS_param), FlagOf(FLAGS_begin),
        FlagOf(FLAGS_end), FlagOf(FLAGS_bucket), FlagOf(FLAGS_buffer),
-       FlagOf(FLAGS_moves)});
+       FlagOf(FLAGS_moves), FlagOf(FLAGS_tp), FlagOf(FLAGS_pp)});
   if (!args.ok()) return ReportError("plan", args.status());
   if (args->parsed.help()) return PrintUsage(kUsage, *args);
   v1::GetPlanRequest req;
@@ -165,11 +199,20 @@ int RunPlanAnyCommand(const GlobalFlags& global, int argc, char** argv) {
   for (const Range& r :
        {Range{&FLAGS_rank, 0, 1 << 30}, Range{&FLAGS_begin, 0, kMax},
         Range{&FLAGS_end, 1, kMax}, Range{&FLAGS_bucket, 0, 1 << 30},
-        Range{&FLAGS_buffer, 0, 1 << 30}}) {
+        Range{&FLAGS_buffer, 0, 1 << 30}, Range{&FLAGS_tp, 0, 1 << 20},
+        Range{&FLAGS_pp, 0, 1 << 20}}) {
     if (!f.Given(*r.flag)) continue;
     if (absl::Status s = CheckRange(*r.flag, r.min, r.max); !s.ok()) {
       return ReportError("plan", s);
     }
+  }
+  if (f.Given(FLAGS_tp) != f.Given(FLAGS_pp)) {
+    return ReportError(
+        "plan", absl::InvalidArgumentError("flags --tp and --pp go together"));
+  }
+  if (f.Given(FLAGS_tp)) {
+    req.mutable_slot()->set_tp(static_cast<int32_t>(absl::GetFlag(FLAGS_tp)));
+    req.mutable_slot()->set_pp(static_cast<int32_t>(absl::GetFlag(FLAGS_pp)));
   }
   if (f.Given(FLAGS_rank)) {
     req.set_rank(static_cast<int32_t>(absl::GetFlag(FLAGS_rank)));

@@ -56,5 +56,5 @@ WORKDIR /var/lib/zshard
 EXPOSE 7700 9400
 ENTRYPOINT ["/usr/local/bin/zshard-coordinator"]
 CMD ["--job", "/etc/zshard/job/job.json", "--listen", "0.0.0.0:7700", \
-     "--state-dir", "/var/lib/zshard", "--metrics-listen", "0.0.0.0:9400", \
+     "--state-dir", "/var/lib/zshard", "--http-listen", "0.0.0.0:9400", \
      "--log-format", "json"]

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/plan/ledger.h"
 #include "server/membership/membership.h"
 #include "server/metrics/rpc_metrics.h"
 #include "server/service/event_watch.h"
@@ -19,6 +20,7 @@ namespace zshard::server {
 // addresses), for GetClusterStatus.
 struct ElectionView {
   std::string leader;
+  std::string leader_http;  // the leader's HTTP port ("" when none)
   std::vector<std::string> standbys;
 };
 
@@ -39,9 +41,10 @@ class DashboardServiceImpl final
   grpc::Status GetClusterStatus(grpc::ServerContext* ctx,
                                 const v1::GetClusterStatusRequest* req,
                                 v1::GetClusterStatusResponse* resp) override;
-  // The committed epoch's plan: buffers, and per rank the owned elements.
-  // INVALID_ARGUMENT for a rank outside the world; FAILED_PRECONDITION
-  // before the first epoch.
+  // The committed epoch's plan: buffers, and per rank the owned elements
+  // (a model-parallel job's: per slot, GetPlanRequest.slot).
+  // INVALID_ARGUMENT for a rank outside the world or a slot outside the
+  // job's; FAILED_PRECONDITION before the first epoch.
   grpc::Status GetPlan(grpc::ServerContext* ctx, const v1::GetPlanRequest* req,
                        v1::GetPlanResponse* resp) override;
   // A page of the event log, oldest first.
@@ -56,8 +59,9 @@ class DashboardServiceImpl final
   grpc::Status GetTelemetry(grpc::ServerContext* ctx,
                             const v1::GetTelemetryRequest* req,
                             v1::GetTelemetryResponse* resp) override;
-  // Predicted vs measured memory per rank of the committed epoch;
-  // FAILED_PRECONDITION before the first epoch.
+  // Predicted vs measured memory per rank of the committed epoch (a
+  // model-parallel job's: each rank's slot plan's); FAILED_PRECONDITION
+  // before the first epoch.
   grpc::Status GetLedger(grpc::ServerContext* ctx,
                          const v1::GetLedgerRequest* req,
                          v1::GetLedgerResponse* resp) override;
@@ -87,11 +91,20 @@ class DashboardServiceImpl final
   // Builds the committed epoch's plan index ahead of the first query (on
   // the event notifier thread, after each event).
   void WarmPlan();
-  // The ledger of the committed epoch (GetLedger's body).
+  // The ledger of the committed epoch (GetLedger's body); a model-parallel
+  // job's per slot.
   absl::Status Ledger(v1::GetLedgerResponse* resp);
-  // GetPlan's moves: the committed epoch's, with names and sources.
-  void FillMoves(const EpochPlan& committed, const PlanIndex& index,
-                 v1::GetPlanResponse* resp);
+  // Adds `rank`'s row: `predicted` next to its latest telemetry.
+  v1::RankLedger* AddRankLedger(const EpochPlan& committed, int rank,
+                                const plan::StageBytes& predicted,
+                                v1::GetLedgerResponse* resp);
+  // GetPlan's body (dashboard_plan.cc).
+  absl::Status Plan(const v1::GetPlanRequest& req, v1::GetPlanResponse* resp);
+  // GetPlan's answer from one plan: the job's, or a slot's.
+  absl::Status FillPlan(const CachedPlan& cached, const v1::GetPlanRequest& req,
+                        v1::GetPlanResponse* resp);
+  // GetPlan's moves: those into cached.ranks, with names and sources.
+  void FillMoves(const CachedPlan& cached, v1::GetPlanResponse* resp);
 
   Membership* membership_;
   TelemetryStore* telemetry_;

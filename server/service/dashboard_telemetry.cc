@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/plan/ledger.h"
+#include "common/plan/parallel.h"
 #include "common/status.h"
 #include "server/metrics/telemetry_metrics.h"
 #include "server/service/dashboard_service.h"
@@ -140,19 +141,38 @@ absl::Status DashboardServiceImpl::Ledger(v1::GetLedgerResponse* resp) {
   if (committed.epoch == 0) {
     return absl::FailedPreconditionError("no epoch is committed yet");
   }
-  ZSHARD_ASSIGN_OR_RETURN(std::shared_ptr<const CachedPlan> cached,
-                          plans_.Get(committed));
-  const plan::Plan& p = cached->plan;
-  const plan::ModelSpec& model = membership_->spec().model;
-  ZSHARD_ASSIGN_OR_RETURN(plan::Ledger ledger_value,
-                          plan::ComputeLedger(model, p));
-  const plan::Ledger* ledger = &ledger_value;
   resp->set_stage(plan::StageName(plan::Stage::kZero1));
   resp->set_epoch(committed.epoch);
   resp->set_world(committed.world);
   resp->set_instances(committed.instances);
+  const plan::ParallelSizes& sizes = membership_->spec().parallel;
+  if (sizes.model_parallel()) {
+    // Each rank's prediction is its slot's plan's at its data-parallel
+    // rank; the stages are per slot (no whole-model row).
+    ZSHARD_ASSIGN_OR_RETURN(std::shared_ptr<const CachedParallelPlan> parallel,
+                            plans_.GetParallel(committed));
+    for (int r = 0; r < committed.world; ++r) {
+      const plan::Position pos = plan::PositionOf(sizes, committed.world, r);
+      const int dp = plan::DataParallelRank(sizes, pos);
+      const CachedPlan& slot = *parallel->slots[static_cast<size_t>(
+          plan::SlotIndex(sizes, pos.tp, pos.pp))];
+      v1::RankLedger* out = AddRankLedger(
+          committed, r,
+          plan::RankStageBytes(*slot.model, slot.plan, dp, plan::Stage::kZero1),
+          resp);
+      out->mutable_slot()->set_tp(pos.tp);
+      out->mutable_slot()->set_pp(pos.pp);
+      out->set_dp_rank(dp);
+    }
+    return absl::OkStatus();
+  }
+  ZSHARD_ASSIGN_OR_RETURN(std::shared_ptr<const CachedPlan> cached,
+                          plans_.Get(committed));
+  const plan::Plan& p = cached->plan;
+  const plan::ModelSpec& model = membership_->spec().model;
+  ZSHARD_ASSIGN_OR_RETURN(plan::Ledger ledger, plan::ComputeLedger(model, p));
   for (int s = 0; s < plan::kNumStages; ++s) {
-    const plan::StageBytes& b = ledger->stages[s];
+    const plan::StageBytes& b = ledger.stages[s];
     v1::StageLedger* out = resp->add_stages();
     out->set_stage(plan::StageName(static_cast<plan::Stage>(s)));
     out->set_param_bytes(b.param_bytes);
@@ -163,28 +183,35 @@ absl::Status DashboardServiceImpl::Ledger(v1::GetLedgerResponse* resp) {
     out->set_total_bytes(b.total_bytes);
   }
   for (int r = 0; r < committed.world; ++r) {
-    const Slot& slot = committed.slots[r];
-    std::optional<std::map<std::string, int64_t>> measured;
-    if (std::optional<TelemetrySnapshot> s = telemetry_->Get(slot.worker_id, 0);
-        s.has_value() && s->latest.epoch == committed.epoch) {
-      measured = s->latest.memory_bytes;
-    }
-    RankLedgerView v = MakeRankLedger(
-        plan::RankStageBytes(model, p, r, plan::Stage::kZero1), measured);
-    v1::RankLedger* out = resp->add_ranks();
-    out->set_rank(r);
-    out->set_worker(slot.name);
-    out->set_worker_id(slot.worker_id);
-    out->set_predicted_bytes(v.predicted_bytes);
-    out->set_measured_bytes(v.measured_bytes);
-    out->set_comm_bytes(v.comm_bytes);
-    for (const auto& [name, c] : v.categories) {
-      v1::LedgerCategory& cat = (*out->mutable_categories())[name];
-      cat.set_predicted(c.predicted);
-      cat.set_measured(c.measured);
-    }
+    AddRankLedger(committed, r,
+                  plan::RankStageBytes(model, p, r, plan::Stage::kZero1), resp);
   }
   return absl::OkStatus();
+}
+
+v1::RankLedger* DashboardServiceImpl::AddRankLedger(
+    const EpochPlan& committed, int rank, const plan::StageBytes& predicted,
+    v1::GetLedgerResponse* resp) {
+  const Slot& slot = committed.slots[rank];
+  std::optional<std::map<std::string, int64_t>> measured;
+  if (std::optional<TelemetrySnapshot> s = telemetry_->Get(slot.worker_id, 0);
+      s.has_value() && s->latest.epoch == committed.epoch) {
+    measured = s->latest.memory_bytes;
+  }
+  RankLedgerView v = MakeRankLedger(predicted, measured);
+  v1::RankLedger* out = resp->add_ranks();
+  out->set_rank(rank);
+  out->set_worker(slot.name);
+  out->set_worker_id(slot.worker_id);
+  out->set_predicted_bytes(v.predicted_bytes);
+  out->set_measured_bytes(v.measured_bytes);
+  out->set_comm_bytes(v.comm_bytes);
+  for (const auto& [name, c] : v.categories) {
+    v1::LedgerCategory& cat = (*out->mutable_categories())[name];
+    cat.set_predicted(c.predicted);
+    cat.set_measured(c.measured);
+  }
+  return out;
 }
 
 }  // namespace zshard::server

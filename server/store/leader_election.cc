@@ -10,6 +10,24 @@
 #include "common/status.h"
 
 namespace zshard::server {
+namespace {
+
+// A campaign key's value: the id, then " http=HOST:PORT" when published.
+constexpr char kHttpField[] = " http=";
+
+std::string KeyValue(const LeaderElectionOptions& o) {
+  return o.http.empty() ? o.id : absl::StrCat(o.id, kHttpField, o.http);
+}
+
+// The id and the HTTP address of a campaign key's value (a value of an
+// older candidate is its id alone).
+std::pair<std::string, std::string> ParseKeyValue(const std::string& value) {
+  const size_t at = value.find(kHttpField);
+  if (at == std::string::npos) return {value, ""};
+  return {value.substr(0, at), value.substr(at + sizeof(kHttpField) - 1)};
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<LeaderElection>> LeaderElection::Campaign(
     LeaderElectionOptions options) {
@@ -19,8 +37,9 @@ absl::StatusOr<std::unique_ptr<LeaderElection>> LeaderElection::Campaign(
   if (options.prefix.empty()) {
     return absl::InvalidArgumentError("election prefix is empty");
   }
-  if (options.id.empty()) {
-    return absl::InvalidArgumentError("election candidate id is empty");
+  if (options.id.empty() || options.id.find(' ') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "election candidate id '", options.id, "' is empty or has a space"));
   }
   if (options.ttl_s < 1 || options.poll_interval_ms < 1) {
     return absl::InvalidArgumentError(
@@ -61,7 +80,7 @@ absl::Status LeaderElection::PutKey() {
   absent.number = 0;
   ZSHARD_ASSIGN_OR_RETURN(
       EtcdTxnResult r,
-      client_->Txn({absent}, {EtcdOp::Put(key, options_.id, lease)}));
+      client_->Txn({absent}, {EtcdOp::Put(key, KeyValue(options_), lease)}));
   if (!r.succeeded) {
     return absl::InternalError(
         absl::StrCat("election key '", key, "' exists already"));
@@ -124,8 +143,9 @@ void LeaderElection::Step() {
   }
   candidates_.clear();
   for (const EtcdKeyValue& kv : keys->kvs) {
+    auto [id, http] = ParseKeyValue(kv.value);
     candidates_.push_back(
-        Candidate{kv.value, kv.create_revision,
+        Candidate{std::move(id), std::move(http), kv.create_revision,
                   kv.key == key_ && kv.create_revision == create_revision_});
   }
   std::sort(candidates_.begin(), candidates_.end(),
@@ -204,7 +224,7 @@ absl::StatusOr<std::string> LeaderElection::Leader() {
       first = &kv;
     }
   }
-  return first == nullptr ? std::string() : first->value;
+  return first == nullptr ? std::string() : ParseKeyValue(first->value).first;
 }
 
 std::vector<LeaderElection::Candidate> LeaderElection::Candidates() {

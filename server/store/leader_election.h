@@ -31,8 +31,13 @@ struct LeaderElectionOptions {
   EtcdClientOptions client;
   // The store's prefix; campaign keys live under PREFIX/election/.
   std::string prefix;
-  // This candidate's value in its key (e.g. its gRPC address); required.
+  // This candidate's value in its key (e.g. its gRPC address); required,
+  // with no space.
   std::string id;
+  // What else the candidate publishes: its HTTP address (the coordinator's
+  // dashboard), after the id in the key's value: "ID http=HOST:PORT".
+  // Empty: the value is the id alone.
+  std::string http;
   // Lease TTL in seconds: how long a dead leader keeps its place.
   int64_t ttl_s = 5;
   // How often leadership is checked (and the lease renewed, at most every
@@ -71,6 +76,7 @@ class LeaderElection {
   // One campaign key as the last poll saw it.
   struct Candidate {
     std::string id;
+    std::string http;  // LeaderElectionOptions::http ("" when none)
     int64_t create_revision = 0;
     bool self = false;  // this candidate's own key
   };

@@ -58,7 +58,7 @@ class Cluster {
     fs.writeFileSync(tokenPath, token);
     const flags = extra.length ? extra : ['--state-dir', path.join(this.dir, 'state')];
     this.coordinator = this.start(name, [this.bin('zshard-coordinator'), '--job', jobPath,
-      '--listen', '127.0.0.1:' + this.port, '--metrics-listen', '127.0.0.1:' + this.httpPort,
+      '--listen', '127.0.0.1:' + this.port, '--http-listen', '127.0.0.1:' + this.httpPort,
       '--admin-token-file', tokenPath, ...flags]);
     return this;
   }

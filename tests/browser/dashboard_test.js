@@ -3,6 +3,7 @@
 // regression job, I = 2, world 4, one spare. Checks:
 //   - every URL the page requests is served by the coordinator;
 //   - the shard map's segments equal `zshardctl plan --output json`;
+//   - a status listing a member dead flashes its segments (and no other's);
 //   - kill -9 of an active worker: within 5 s of the spare's commit the map
 //     shows the spare owning the dead rank's ranges, and the re-shard list
 //     shows the move with bytes = lower bound;
@@ -10,7 +11,10 @@
 //     message; with the right one the member drains;
 //   - an expert job's map equals zshardctl plan, one row per instance and
 //     expert-parallel group, no two segments of a row overlapping;
-//   - a standby coordinator's page names the leader (etcd store).
+//   - a model-parallel job's map is one map per slot, each equal to
+//     zshardctl plan --tp T --pp P;
+//   - a standby coordinator's page names the leader and links to its
+//     dashboard (etcd store).
 // Screenshots of each view go to ARTIFACT_DIR.
 //   node dashboard_test.js BIN_DIR ARTIFACT_DIR NODE_MODULES_DIR
 // Exit 0: passed; 77: skipped (no chromium); else failed.
@@ -69,20 +73,26 @@ function ctlSegments(pieces) {
   return out.map((s) => [s.instance, s.rank, s.worker, s.begin, s.end].join('/')).sort();
 }
 
-async function pageSegments(page, buffer, bucket) {
-  return (await page.$$eval(`rect.seg[data-buffer="${buffer}"][data-bucket="${bucket}"]`, (rs) => rs.map((r) =>
+// The segments drawn for (buffer, bucket); a model-parallel job's in the
+// map of `slot` ({tp, pp}).
+async function pageSegments(page, buffer, bucket, slot) {
+  const scope = slot ? `.slot-map[data-tp="${slot.tp}"][data-pp="${slot.pp}"] ` : '';
+  return (await page.$$eval(`${scope}rect.seg[data-buffer="${buffer}"][data-bucket="${bucket}"]`, (rs) => rs.map((r) =>
     [r.dataset.instance, r.dataset.rank, r.dataset.worker, r.dataset.begin, r.dataset.end].join('/')))).sort();
 }
 
-async function mapMatchesCtl(cluster, page) {
-  const plan = cluster.ctl(['plan']);
+// The map (a model-parallel job's map of `slot`) equals zshardctl plan's
+// pieces, every bucket of every buffer.
+async function mapMatchesCtl(cluster, page, slot) {
+  const select = slot ? ['--tp', String(slot.tp), '--pp', String(slot.pp)] : [];
+  const plan = cluster.ctl(['plan', ...select]);
   const epoch = await page.$eval('#map', (m) => m.dataset.epoch).catch(() => '');
   if (String(plan.epoch) !== epoch) return false;
-  const summary = await fetchJson(cluster.url + 'zshard.v1.DashboardService/GetPlan', {});
+  const summary = await fetchJson(cluster.url + 'zshard.v1.DashboardService/GetPlan', slot ? { slot } : {});
   for (let b = 0; b < summary.buffers.length; ++b) {
     for (let k = 0; k < Number(summary.buffers[b].buckets || 0); ++k) {
-      const want = ctlSegments(cluster.ctl(['plan', '--bucket', String(k), '--buffer', String(b)]).pieces);
-      const got = await pageSegments(page, b, k);
+      const want = ctlSegments(cluster.ctl(['plan', ...select, '--bucket', String(k), '--buffer', String(b)]).pieces);
+      const got = await pageSegments(page, b, k, slot);
       if (JSON.stringify(want) !== JSON.stringify(got)) return false;
     }
   }
@@ -165,6 +175,23 @@ async function main() {
     }
     check(victimRanges.length > 0, 'the victim ' + victim.name + ' owns ranges on the map');
     await page.evaluate(() => { location.hash = 'map'; });
+    // A dead member's ranges flash until the plan without it arrives: the
+    // page fed a status that lists the victim as dead draws its segments,
+    // and only its, with the flashing class (in one evaluation, so no
+    // refresh comes between the drawing and the reading).
+    const flash = await page.evaluate((name) => {
+      ZS.drawMapView({ members: [{ name, state: 'MEMBER_STATE_DEAD' }] });
+      const rects = [...document.querySelectorAll('#map rect.seg')];
+      const mine = rects.filter((r) => r.dataset.worker === name);
+      return {
+        mine: mine.length, flashing: mine.filter((r) => r.classList.contains('dead')).length,
+        others: rects.filter((r) => r.dataset.worker !== name && r.classList.contains('dead')).length,
+        animation: mine.length ? getComputedStyle(mine[0]).animationName : '',
+      };
+    }, victim.name);
+    check(flash.mine === victimRanges.length && flash.flashing === flash.mine && flash.others === 0 &&
+      flash.animation === 'dead', `a status listing ${victim.name} dead flashes its ${flash.mine} segment(s) ` +
+      `(animation "${flash.animation}"), and no other's`);
     cluster.workers[victim.name].kill('SIGKILL');
     const epoch0 = Number(before.epoch);
     await waitFor('the spare to commit', () => {
@@ -241,6 +268,7 @@ async function main() {
     check(missing.length === 0, 'no request got a 404' + (missing.length ? ': ' + missing.join(' ') : ''));
     check(pageErrors.length === 0, 'no script errors' + (pageErrors.length ? ': ' + pageErrors.join('; ') : ''));
     await expertMap(browser);
+    await parallelMaps(browser);
     await standbyNamesLeader(browser);
   } finally {
     await browser.close();
@@ -272,6 +300,23 @@ async function viewsMatchCtl(cluster, page) {
     'the memory bars show zshardctl ledger\'s prediction per rank: ' + bars.join(' '));
 }
 
+// `job` with `world` workers (PREFIX0, PREFIX1, ...), stable, and a page
+// on its map view once it has drawn.
+async function stableMapPage(browser, job, prefix, world) {
+  const cluster = new Cluster(binDir, job);
+  await cluster.startCoordinator(kToken);
+  for (let i = 0; i < world; ++i) cluster.startWorker(prefix + i);
+  await waitFor(`a stable world of ${world} (${job.name})`, () => {
+    const s = cluster.status();
+    return s.state === 'STABLE' && s.world === world && s.members.filter((m) => m.state === 'ACTIVE').length === world;
+  }, 60000);
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1280, height: 900 });
+  await page.goto(cluster.url + '#map', { waitUntil: 'load' });
+  await page.waitForSelector('body[data-ready="1"]', { timeout: 15000 });
+  return { cluster, page };
+}
+
 // A mixture-of-experts job (W = 4, I = 1, expert_parallel 2; params 1, 2
 // and 4 are experts, several buckets per buffer): in an expert buffer each
 // expert-parallel group holds other experts at the same offsets, so the
@@ -287,17 +332,7 @@ async function expertMap(browser) {
     world: { instances: 1, min: 2, max: 4 }, lease_timeout_ms: 2500, heartbeat_interval_ms: 100,
     workload: { kind: 'synthetic', steps: 1000000, global_batch: 8, step_delay_ms: 20 },
   };
-  const cluster = new Cluster(binDir, expertJob);
-  await cluster.startCoordinator(kToken);
-  for (let i = 0; i < 4; ++i) cluster.startWorker('e' + i);
-  await waitFor('a stable expert world of 4', () => {
-    const s = cluster.status();
-    return s.state === 'STABLE' && s.world === 4 && s.members.filter((m) => m.state === 'ACTIVE').length === 4;
-  }, 60000);
-  const page = await browser.newPage();
-  await page.setViewport({ width: 1280, height: 900 });
-  await page.goto(cluster.url + '#map', { waitUntil: 'load' });
-  await page.waitForSelector('body[data-ready="1"]', { timeout: 15000 });
+  const { cluster, page } = await stableMapPage(browser, expertJob, 'e', 4);
   await waitFor('the expert map to equal zshardctl plan', () => mapMatchesCtl(cluster, page), 15000);
   const plan = await fetchJson(cluster.url + 'zshard.v1.DashboardService/GetPlan', {});
   check(plan.buffers.some((b) => b.expert), 'the job has an expert buffer');
@@ -324,7 +359,41 @@ async function expertMap(browser) {
   await page.close();
 }
 
-// Two coordinators on one etcd prefix: the second's page names the first.
+// A model-parallel job (deploy/demo/tp2pp2.json: T = 2, P = 2) of eight
+// workers in one instance: one map per slot, titled "slot tp T pp P", each
+// equal to zshardctl plan --tp T --pp P (its data-parallel ranks, the
+// members at that slot).
+async function parallelMaps(browser) {
+  const demo = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'deploy', 'demo', 'tp2pp2.json'), 'utf8'));
+  const parallelJob = Object.assign(demo, {
+    name: 'tp2pp2-browser', world: { instances: 1, min: 8, max: 8 }, lease_timeout_ms: 2500, heartbeat_interval_ms: 100,
+    workload: { kind: 'synthetic', steps: 1000000, global_batch: 8, step_delay_ms: 50 },
+  });
+  const { cluster, page } = await stableMapPage(browser, parallelJob, 'm', 8);
+  const slots = [];
+  for (let pp = 0; pp < 2; ++pp) for (let tp = 0; tp < 2; ++tp) slots.push({ tp, pp });
+  for (const slot of slots) {
+    await waitFor(`slot tp ${slot.tp} pp ${slot.pp}'s map to equal zshardctl plan`, () => mapMatchesCtl(cluster, page, slot), 15000);
+  }
+  const titles = await page.$$eval('.slot-map h3', (hs) => hs.map((h) => h.textContent));
+  check(JSON.stringify(titles) === JSON.stringify(slots.map((s) => `slot tp ${s.tp} pp ${s.pp}`)),
+    'a model-parallel job has one map per slot: ' + titles.join(', '));
+  // Each slot's owners are the members at that slot, at its data-parallel ranks.
+  const ctlSlots = cluster.ctl(['plan']).slots;
+  for (const s of ctlSlots) {
+    const want = s.ranks.map((r) => r.rank + '/' + r.worker).sort();
+    const got = [...new Set(await page.$$eval(`.slot-map[data-tp="${s.slot.tp}"][data-pp="${s.slot.pp}"] rect.seg`,
+      (rs) => rs.map((r) => r.dataset.rank + '/' + r.dataset.worker)))].sort();
+    check(JSON.stringify(want) === JSON.stringify(got),
+      `slot tp ${s.slot.tp} pp ${s.slot.pp}: the map's owners are its data-parallel ranks' members: ${got.join(' ')}`);
+  }
+  check(true, 'model-parallel job: every slot\'s map equals zshardctl plan --tp T --pp P --output json');
+  await shot(page, 'map', 'shard-map-slots.png');
+  await page.close();
+}
+
+// Two coordinators on one etcd prefix: the second's page names the first
+// and links to its dashboard.
 async function standbyNamesLeader(browser) {
   const leader = new Cluster(binDir, job);
   const etcd = await startEtcd(leader.dir);
@@ -340,6 +409,10 @@ async function standbyNamesLeader(browser) {
   const text = await page.$eval('#banner', (b) => b.textContent);
   check(text.includes('standby') && text.includes(leader.address),
     'the standby\'s page names the leader ' + leader.address + ': "' + text + '"');
+  const href = await page.$eval('#banner a#leader-link', (a) => a.href);
+  check(href === leader.url, `the standby's page links to the leader's dashboard: ${href} (the leader serves ${leader.url})`);
+  const leaderPage = await fetch(href);
+  check(leaderPage.ok && (await leaderPage.text()).includes('<title>zshard</title>'), 'the link serves the leader\'s page');
   await page.screenshot({ path: path.join(artifacts, 'standby.png'), fullPage: true });
 }
 

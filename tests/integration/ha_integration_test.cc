@@ -88,7 +88,7 @@ class HaTest : public ::testing::Test {
                     absl::StrCat("etcd:", etcd_->endpoint(), kPrefix),
                     "--etcd-lease-ttl",
                     std::to_string(kLeaseTtlS),
-                    "--metrics-listen",
+                    "--http-listen",
                     absl::StrCat("127.0.0.1:", c->metrics_port)};
     options.stdout_path = dir_.File(name + ".out");
     options.stderr_path = c->log;
@@ -149,7 +149,9 @@ class HaTest : public ::testing::Test {
     RpcAnswer a = HeartbeatAnswer(c->address);
     EXPECT_EQ(a.code, grpc::StatusCode::UNAVAILABLE) << a.message;
     EXPECT_EQ(a.message,
-              "standby coordinator: the leader is " + leader->address);
+              absl::StrCat("standby coordinator: the leader is ",
+                           leader->address, ", its dashboard http://127.0.0.1:",
+                           leader->metrics_port, "/"));
     EXPECT_EQ(a.leader, leader->address);
     // A server stream and another service answer the same.
     RpcAnswer w = WatchPlanAnswer(c->address);

@@ -74,7 +74,7 @@ class ObservabilityTest : public ::testing::Test {
     job.spec = JobSpec();
     ASSERT_TRUE(
         cluster_
-            .StartCoordinator(job, {"--metrics-listen",
+            .StartCoordinator(job, {"--http-listen",
                                     absl::StrCat("127.0.0.1:", metrics_port_),
                                     "--log-format", "json"})
             .ok());

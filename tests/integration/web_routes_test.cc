@@ -77,9 +77,9 @@ class WebRoutesTest : public ::testing::Test {
     job.spec.value()["checkpoint"]["dir"] = cluster_.dir().File("ckpt");
     ASSERT_TRUE(
         cluster_
-            .StartCoordinator(job, {"--metrics-listen",
-                                    absl::StrCat("127.0.0.1:", http_port_),
-                                    "--admin-token-file", token_file})
+            .StartCoordinator(
+                job, {"--http-listen", absl::StrCat("127.0.0.1:", http_port_),
+                      "--admin-token-file", token_file})
             .ok());
     for (int i = 0; i < kWorkers; ++i) {
       const std::string name = absl::StrCat("w", i);

@@ -28,10 +28,11 @@ class CoordinatorFixture : public ::testing::Test {
     return spec;
   }
 
-  void StartCoordinator(CoordinatorOptions options = {}) {
+  void StartCoordinator(CoordinatorOptions options = {},
+                        job::JobSpec spec = FixtureJob()) {
     options.listen = "127.0.0.1:0";
     options.clock = &clock_;
-    auto c = Coordinator::Start(FixtureJob(), std::move(options));
+    auto c = Coordinator::Start(std::move(spec), std::move(options));
     ASSERT_TRUE(c.ok()) << c.status();
     coordinator_ = *std::move(c);
     channel_ = grpc::CreateChannel(coordinator_->address(),

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "common/plan/ledger.h"
 #include "nlohmann/json.hpp"
 #include "tests/server/coordinator_fixture.h"
+#include "tests/server/parallel_fixture.h"
 
 namespace zshard::server::testing {
 namespace {
@@ -252,6 +254,60 @@ TEST_F(CtlOnlineTest, EventsFollowShowsADrainAndTheReplan) {
     ++n;
   }
   EXPECT_GE(n, 8);
+}
+
+// A model-parallel job: plan shows every slot's plan (the slot named), and
+// one slot's pieces with --tp and --pp; the ledger names each rank's slot.
+class CtlParallelTest : public ParallelCoordinatorFixture {
+ protected:
+  std::string Addr() { return "--coordinator " + coordinator_->address(); }
+};
+
+TEST_F(CtlParallelTest, PlanAndLedgerArePerSlot) {
+  CtlResult all = RunCtl(Addr() + " plan --output json");
+  ASSERT_EQ(all.exit, 0) << all.err;
+  nlohmann::json j = nlohmann::json::parse(all.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << all.out;
+  ASSERT_EQ(j["slots"].size(), 4u) << all.out;
+  for (const nlohmann::json& slot : j["slots"]) {
+    EXPECT_EQ(slot["ranks"].size(), 2u) << slot.dump();
+    EXPECT_EQ(slot["world"], 2) << slot.dump();
+  }
+  CtlResult table = RunCtl(Addr() + " plan");
+  ASSERT_EQ(table.exit, 0) << table.err;
+  for (const char* name : {"slot tp 0 pp 0", "slot tp 1 pp 0", "slot tp 0 pp 1",
+                           "slot tp 1 pp 1"}) {
+    EXPECT_NE(table.out.find(name), std::string::npos) << table.out;
+  }
+  // The pieces of slot (tp 1, pp 0): its two data-parallel ranks, held by
+  // the members the slot summary names.
+  const nlohmann::json& summary = j["slots"][1];
+  ASSERT_EQ(summary["slot"], nlohmann::json({{"tp", 1}, {"pp", 0}}));
+  std::set<std::string> members;
+  for (const nlohmann::json& r : summary["ranks"]) members.insert(r["worker"]);
+  CtlResult one =
+      RunCtl(Addr() + " plan --tp 1 --pp 0 --bucket 0 --output json");
+  ASSERT_EQ(one.exit, 0) << one.err;
+  nlohmann::json p = nlohmann::json::parse(one.out, nullptr, false);
+  ASSERT_TRUE(p.is_object()) << one.out;
+  EXPECT_EQ(p["slot"], nlohmann::json({{"tp", 1}, {"pp", 0}}));
+  ASSERT_FALSE(p["pieces"].empty()) << one.out;
+  for (const nlohmann::json& piece : p["pieces"]) {
+    EXPECT_EQ(members.count(piece["worker"]), 1u) << piece.dump();
+    EXPECT_LT(piece["rank"].get<int>(), 2) << piece.dump();
+  }
+  CtlResult half = RunCtl(Addr() + " plan --tp 1");
+  EXPECT_EQ(half.exit, 2);
+  EXPECT_NE(half.err.find("flags --tp and --pp go together"), std::string::npos)
+      << half.err;
+  CtlResult ledger = RunCtl(Addr() + " ledger --output json");
+  ASSERT_EQ(ledger.exit, 0) << ledger.err;
+  nlohmann::json l = nlohmann::json::parse(ledger.out, nullptr, false);
+  ASSERT_EQ(l["ranks"].size(), 8u) << ledger.out;
+  for (const nlohmann::json& r : l["ranks"]) {
+    EXPECT_TRUE(r.contains("slot")) << r.dump();
+    EXPECT_GT(r["predicted_bytes"].get<int64_t>(), 0) << r.dump();
+  }
 }
 
 }  // namespace

@@ -107,7 +107,7 @@ absl::StatusOr<std::unique_ptr<LocalCoordinator>> LocalCoordinator::Start(
       job_path,
       "--listen",
       c->address_,
-      "--metrics-listen",
+      "--http-listen",
       absl::StrCat("127.0.0.1:", c->metrics_port_)};
   if (options.store.empty()) {
     args.insert(args.end(), {"--state-dir", c->dir_ + "/state"});

@@ -1,12 +1,13 @@
 // The page's life: picks the view from the URL's hash, refreshes the
 // views from the API every 2 s and at once on every streamed event or plan
 // change, keeps the previous map to draw a transition's moves, and runs the
-// drain dialog. A standby coordinator's page names the leader.
+// drain dialog. A standby coordinator's page names the leader and links to
+// its dashboard.
 'use strict';
 
 const state = {
-  view: 'job', events: [], lastSeq: 0, plan: null, map: null, previousMap: null,
-  dead: new Set(), drain: null, refreshing: false, again: false, moves: [], moveInfo: { base: 0, total: 0 },
+  view: 'job', events: [], lastSeq: 0, plan: null, maps: null, previousMaps: null,
+  dead: new Set(), drain: null, refreshing: false, again: false, status: null,
 };
 
 function showView() {
@@ -22,29 +23,41 @@ function banner(text) {
   b.textContent = text || '';
 }
 
-// A call that failed because this coordinator stands by: name the leader.
+// A call that failed because this coordinator stands by: name the leader
+// and link to its dashboard (the standby's answer names its HTTP port).
 function standby(err) {
   if (!(err instanceof ZS.CallError) || err.code !== 'unavailable') return false;
-  const m = /leader is (\S+)/.exec(err.message);
-  banner('This coordinator is a standby (' + err.message + ')' +
-    (m ? ': the leader, ' + m[1] + ', serves the dashboard on its own HTTP port.' : '.'));
+  const m = /leader is ([^\s,]+)/.exec(err.message);
+  const h = /dashboard (http:\/\/\S+)/.exec(err.message);
+  const b = document.getElementById('banner');
+  b.hidden = false;
+  b.replaceChildren('This coordinator is a standby (' + err.message + ')');
+  if (h) {
+    b.append(': the leader serves the dashboard at ', ZS.el('a', { id: 'leader-link', href: h[1] }, h[1]));
+  } else {
+    b.append(m ? ': the leader, ' + m[1] + ', serves no dashboard this coordinator knows of.' : '.');
+  }
   document.body.dataset.leader = m ? m[1] : '';
   return true;
 }
 
 async function refreshMap(plan) {
   const key = ZS.num(plan.epoch) + '/' + plan.planHash;
-  if (state.plan && state.planKey === key && state.map) return;
-  const map = await ZS.loadMap(plan);
-  const withMoves = await ZS.dash('GetPlan', { moves: true });
-  state.moves = withMoves.moves || [];
-  state.moveInfo = { base: ZS.num(withMoves.baseEpoch), total: ZS.num(withMoves.totalMoves) };
-  if (state.map && state.planKey !== key) state.previousMap = state.map;
-  state.map = map;
+  if (state.plan && state.planKey === key && state.maps) return;
+  const maps = await ZS.loadMaps(plan);
+  if (state.maps && state.planKey !== key) state.previousMaps = state.maps;
+  state.maps = maps;
   state.plan = plan;
   state.planKey = key;
   state.dead.clear();
 }
+
+// Draws the map view from the maps loaded and `status` (GetClusterStatus:
+// the members it lists as dead flash).
+function drawMapView(status) {
+  ZS.drawMaps(document.getElementById('map'), state.maps, state.previousMaps, ZS.deadWorkers(status, state.dead));
+}
+ZS.drawMapView = drawMapView;
 
 async function refresh() {
   if (state.refreshing) { state.again = true; return; }
@@ -67,12 +80,15 @@ async function refresh() {
     ZS.drawMembers(status, telemetry, ledger, openDrain);
     ZS.drawReshards(history);
     const cap = document.getElementById('map-caption');
+    const par = status.parallel;
     if (plan) {
-      cap.textContent = 'epoch ' + ZS.num(plan.epoch) + ', world ' + ZS.num(plan.world) + ' = ' +
-        ZS.num(plan.instances) + ' x ' + ZS.num(plan.shardGroupSize) + ', plan ' + plan.planHash;
+      cap.textContent = 'epoch ' + ZS.num(plan.epoch) + ', world ' + ZS.num(plan.world) + (par
+        ? ' = tensor ' + ZS.num(par.tensor) + ' x pipeline ' + ZS.num(par.pipeline) + ' x context ' +
+          ZS.num(par.context) + ' x ' + ZS.num(plan.world) / ZS.num(par.tensor) / ZS.num(par.pipeline) /
+          ZS.num(par.context) + ' replica(s): one map per slot'
+        : ' = ' + ZS.num(plan.instances) + ' x ' + ZS.num(plan.shardGroupSize)) + ', plan ' + plan.planHash;
       document.getElementById('map').dataset.epoch = ZS.num(plan.epoch);
-      ZS.drawMap(document.getElementById('map'), state.map, state.previousMap, state.dead, state.moves,
-        ZS.num(plan.shardGroupSize));
+      drawMapView(status);
     } else {
       cap.textContent = 'no epoch committed yet';
     }
@@ -82,10 +98,11 @@ async function refresh() {
       moving.textContent = 'transition to epoch ' + ZS.num(status.pendingEpoch) + ' in progress';
     } else if (last && ZS.num(last.epoch) === ZS.num(plan && plan.epoch)) {
       const s = last.summary || {};
-      moving.textContent = 'epoch ' + ZS.num(last.epoch) + ' from epoch ' + state.moveInfo.base + ': ' +
-        state.moveInfo.total + ' move(s), ' + ZS.num(s.bytesMoved) + ' bytes moved (lower bound ' +
+      const total = state.maps.reduce((n, m) => n + m.total, 0);
+      moving.textContent = 'epoch ' + ZS.num(last.epoch) + ' from epoch ' + state.maps[0].base + ': ' +
+        total + ' move(s), ' + ZS.num(s.bytesMoved) + ' bytes moved (lower bound ' +
         ZS.num(s.lowerBoundBytes) + '), ' + (last.outcome || '') +
-        (state.moveInfo.total ? '; arrows: from the sender to the receiver, outlined: changed owner' : '');
+        (total ? '; arrows: from the sender to the receiver, outlined: changed owner' : '');
     } else {
       moving.textContent = '';
     }

@@ -40,13 +40,14 @@ ZS.segments = function (pieces) {
 };
 
 // The bucket's pieces for every (buffer, bucket) of `plan` (GetPlan's
-// summary): [{buffer, bucket, pieces}].
-ZS.loadMap = async function (plan) {
+// summary): [{buffer, bucket, pieces}]. `select` is added to each request
+// (a model-parallel job's {slot: {tp, pp}}).
+ZS.loadMap = async function (plan, select) {
   const out = [];
   const buffers = plan.buffers || [];
   for (let b = 0; b < buffers.length; ++b) {
     for (let k = 0; k < ZS.num(buffers[b].buckets); ++k) {
-      out.push({ buffer: b, bucket: k, pieces: await ZS.planPieces({ buffer: b, bucket: k }) });
+      out.push({ buffer: b, bucket: k, pieces: await ZS.planPieces(Object.assign({ buffer: b, bucket: k }, select)) });
     }
   }
   return out;

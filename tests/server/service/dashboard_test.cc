@@ -19,7 +19,7 @@ class DashboardTest : public CoordinatorFixture {
  protected:
   void SetUp() override {
     CoordinatorOptions options;
-    options.metrics_listen = "127.0.0.1:0";
+    options.http_listen = "127.0.0.1:0";
     StartCoordinator(options);
   }
 
@@ -200,7 +200,7 @@ TEST_F(DashboardTest, LedgerNeedsACommittedEpoch) {
 TEST_F(DashboardTest, PerRankMetricsParseAsPrometheusText) {
   int64_t epoch = StableWorldOfTwo();
   Report(epoch, 7, {Predicted(0), Predicted(1)});
-  httplib::Client http("127.0.0.1", coordinator_->metrics_port());
+  httplib::Client http("127.0.0.1", coordinator_->http_port());
   auto res = http.Get("/metrics");
   ASSERT_TRUE(res) << "no answer from /metrics";
   std::string path = ::testing::TempDir() + "/zshard_metrics.txt";

@@ -266,15 +266,15 @@ TEST_F(GrpcServiceTest, ALoneCoordinatorLeadsAndNamesItself) {
 class MetricsTest : public CoordinatorFixture {
   void SetUp() override {
     CoordinatorOptions options;
-    options.metrics_listen = "127.0.0.1:0";
+    options.http_listen = "127.0.0.1:0";
     StartCoordinator(options);
   }
 };
 
 TEST_F(MetricsTest, PrometheusTextHasMembersEpochAndRpcs) {
   Join("w0");
-  ASSERT_GT(coordinator_->metrics_port(), 0);
-  httplib::Client http("127.0.0.1", coordinator_->metrics_port());
+  ASSERT_GT(coordinator_->http_port(), 0);
+  httplib::Client http("127.0.0.1", coordinator_->http_port());
   auto res = http.Get("/metrics");
   ASSERT_TRUE(res) << "no answer from /metrics";
   EXPECT_EQ(res->status, 200);

@@ -25,11 +25,13 @@ using ::testing::HasSubstr;
 
 class LeaderElectionTest : public testing::EtcdServerTest {
  protected:
-  std::unique_ptr<LeaderElection> Candidate(const std::string& id) {
+  std::unique_ptr<LeaderElection> Candidate(const std::string& id,
+                                            const std::string& http = "") {
     LeaderElectionOptions o;
     o.client.endpoints = {endpoint_};
     o.prefix = prefix_;
     o.id = id;
+    o.http = http;
     o.ttl_s = kTtlS;
     auto e = LeaderElection::Campaign(o);
     EXPECT_TRUE(e.ok()) << e.status();
@@ -123,6 +125,30 @@ TEST_F(LeaderElectionTest, CandidatesListTheLeaderFirstAndLossesSayWhy) {
         return plain(b_.get()) == std::vector<std::string>{"b", "a"};
       },
       5000));
+}
+
+// A candidate's HTTP address travels in its key's value beside its id; a
+// candidate that publishes none reads as before.
+TEST_F(LeaderElectionTest, CandidatesPublishTheirHttpAddress) {
+  auto a = Candidate("10.0.0.1:7700", "10.0.0.1:9400");
+  ASSERT_NE(a, nullptr);
+  auto b = Candidate("10.0.0.2:7700");
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(a->WaitForLeadership(absl::Seconds(5)));
+  EXPECT_EQ(b->Leader().value(), "10.0.0.1:7700");
+  ASSERT_TRUE(zshard::testing::WaitFor(
+      [&] { return b->Candidates().size() == 2; }, 5000));
+  const std::vector<LeaderElection::Candidate> c = b->Candidates();
+  EXPECT_EQ(c[0].id, "10.0.0.1:7700");
+  EXPECT_EQ(c[0].http, "10.0.0.1:9400");
+  EXPECT_EQ(c[1].id, "10.0.0.2:7700");
+  EXPECT_EQ(c[1].http, "");
+  LeaderElectionOptions spaced;
+  spaced.client.endpoints = {endpoint_};
+  spaced.prefix = prefix_;
+  spaced.id = "a b";
+  EXPECT_EQ(LeaderElection::Campaign(spaced).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(LeaderElectionTest, OnlyOneOfTwoCandidatesLeads) {
