@@ -2,7 +2,7 @@
 ranks (a column- and a row-parallel Linear, torch.distributed gloo among a
 replica's trainers) and P = 2 pipeline stages (send/recv of activations),
 R = 2 replicas: 8 worker daemons, each with a trainer that asks where it
-sits and builds that slot's module (mp_models). The final params equal a
+sits and builds that slot's module (deploy/demo/mp_toy.py). The final params equal a
 single-process torch AdamW run of the whole model, and a daemon killed mid
 run is replaced by a spare whose trainer builds the dead one's slot: its
 replica's trainers rebuild their groups from a new generation, the other
@@ -18,12 +18,15 @@ import unittest
 import torch
 
 import cluster
-import mp_models
-import test_trainer
-from zshard import StepInfo
-from zshard.model_parallel import Groups, _group_ranks
-from zshard.steps import ModelParallel
-from zshard.torch import model_spec
+
+DEMO = os.path.join(cluster.HERE, "..", "..", "deploy", "demo")
+sys.path.insert(0, DEMO)
+
+import mp_toy  # noqa: E402
+import test_trainer  # noqa: E402
+from zshard import StepInfo  # noqa: E402
+from zshard.model_parallel import Groups, _group_ranks  # noqa: E402
+from zshard.steps import ModelParallel  # noqa: E402
 
 STEPS = 12
 GLOBAL_BATCH = 8
@@ -31,48 +34,17 @@ OPTIMIZER = test_trainer.OPTIMIZER
 
 
 def job():
-    slots = []
-    for pp in range(mp_models.PP):
-        for tp in range(mp_models.TP):
-            spec = model_spec(mp_models.slot(tp, pp))
-            slots.append({"tp": tp, "pp": pp, "params": spec["params"]})
-    return {
-        "name": "mptrain",
-        "parallel": {"tensor": mp_models.TP, "pipeline": mp_models.PP},
-        "model": {"slots": slots},
-        "layout": {"bucket_size": 64},
-        "optimizer": OPTIMIZER,
-        "world": {"instances": 2, "min": 8, "max": 8},
-        "lease_timeout_ms": 3000,
-        "heartbeat_interval_ms": 300,
-        "workload": {"kind": "trainer", "steps": STEPS,
-                     "global_batch": GLOBAL_BATCH,
-                     "trainer_timeout_ms": 30000},
-    }
+    return mp_toy.job(STEPS, GLOBAL_BATCH, OPTIMIZER)
 
 
 def reference():
-    """The whole model, one process, the whole batch, torch AdamW (the
-    job's optimizer, test_trainer's): final state and each step's norm
-    before clipping."""
-    model = mp_models.full()
-    decay = [p for p in model.parameters() if p.dim() > 1]
-    no_decay = [p for p in model.parameters() if p.dim() <= 1]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": OPTIMIZER["weight_decay"]},
-         {"params": no_decay, "weight_decay": 0.0}],
-        lr=OPTIMIZER["lr"], betas=(0.9, 0.999), eps=1e-8)
-    x, y = mp_models.batch(GLOBAL_BATCH)
-    norms = []
-    for step in range(1, STEPS + 1):
-        for group in opt.param_groups:
-            group["lr"] = test_trainer.lr_at(step)
-        opt.zero_grad()
-        (mp_models.full_loss(model, x, y) / GLOBAL_BATCH).backward()
-        norms.append(float(torch.nn.utils.clip_grad_norm_(
-            model.parameters(), OPTIMIZER["clip_grad_norm"])))
-        opt.step()
-    return model.state_dict(), norms
+    """The whole model in one process on the whole batch, through
+    test_trainer's torch AdamW run: final state and each step's norm."""
+    x, y = mp_toy.batch(GLOBAL_BATCH)
+    return test_trainer.reference(
+        STEPS, model=mp_toy.full(),
+        loss_of=lambda m: mp_toy.full_loss(m, x, y),
+        global_batch=GLOBAL_BATCH)
 
 
 class GroupRanksTest(unittest.TestCase):
@@ -95,7 +67,10 @@ class ModelParallelTrainerTest(unittest.TestCase):
     def setUp(self):
         if not os.environ.get("ZSHARD_BIN_DIR"):
             self.skipTest("ZSHARD_BIN_DIR is not set (run through ctest)")
-        self.cluster = cluster.Cluster(job())
+        spec = job()
+        if "without_a_spare" in self._testMethodName:
+            spec["world"]["min"] = 4  # one replica may train on alone
+        self.cluster = cluster.Cluster(spec)
         self.addCleanup(self.cluster.stop)
         self.resume_file = os.path.join(self.cluster.dir, "resume")
 
@@ -112,7 +87,7 @@ class ModelParallelTrainerTest(unittest.TestCase):
             extra = (["--pause-after", str(pause_after), "--resume-file",
                       self.resume_file] if pause_after else [])
             c.spawn(name, [sys.executable,
-                           os.path.join(cluster.HERE, "mp_trainer_main.py"),
+                           os.path.join(DEMO, "mp_trainer.py"),
                            c.socket(w), outs[-1], "--log",
                            os.path.join(c.dir, name + ".steps"), *extra],
                     env=env)
@@ -126,13 +101,13 @@ class ModelParallelTrainerTest(unittest.TestCase):
         for w in workers:
             self.assertEqual(c.wait(w, 60), 0, c.read_log(w))
 
-    def assert_matches_reference(self, outs):
+    def assert_matches_reference(self, outs, replicas=2):
         """Every slot's params, from both replicas, against the reference
         cut the same way: the two replicas' copies bit-identical, and
         within test_trainer's bounds of torch AdamW (the same reasoning:
         fp32 sums in another order)."""
         want, _ = reference()
-        initial = mp_models.full().state_dict()
+        initial = mp_toy.full().state_dict()
         by_slot = {}
         for out in outs:
             if not os.path.exists(out):
@@ -142,13 +117,14 @@ class ModelParallelTrainerTest(unittest.TestCase):
             by_slot.setdefault(slot, []).append(torch.load(out))
         self.assertEqual(len(by_slot), 4, by_slot.keys())
         for slot, copies in by_slot.items():
-            self.assertEqual(len(copies), 2, slot)
+            self.assertEqual(len(copies), replicas, slot)
             for name, value in copies[0].items():
-                self.assertTrue(torch.equal(value, copies[1][name]),
-                                (slot, name))
+                for other in copies[1:]:
+                    self.assertTrue(torch.equal(value, other[name]),
+                                    (slot, name))
             s = dict(slot)
-            ref = mp_models.slot_params(want, s["tp"], s["pp"])
-            init = mp_models.slot_params(initial, s["tp"], s["pp"])
+            ref = mp_toy.slot_params(want, s["tp"], s["pp"])
+            init = mp_toy.slot_params(initial, s["tp"], s["pp"])
             self.assertEqual(sorted(ref), sorted(copies[0]))
             for name, value in ref.items():
                 moved = (value - init[name]).abs().max().item()
@@ -184,26 +160,33 @@ class ModelParallelTrainerTest(unittest.TestCase):
         self.assert_norms(logs[trainers[0]])
         self.assert_matches_reference(outs)
 
-    def test_a_daemon_killed_mid_run_is_replaced_by_a_spare(self):
-        # Nine daemons for a world of eight: the ninth's trainer waits in
-        # wait_position until its daemon takes the dead one's position.
-        trainers, outs = self.start(9, pause_after=4)
+    def kill_at_step(self, trainers, step):
+        """Kills the daemon of the first trainer to log `step` (they pause
+        there) and lets them go on; returns its index and last log line.
+        Its trainer gets WorkerLost."""
         deadline = time.monotonic() + 240
         victim = None
         while victim is None and time.monotonic() < deadline:
             for t in trainers:
                 log = self.cluster.steps(t)
-                if log and log[-1]["step"] >= 4:
+                if log and log[-1]["step"] >= step:
                     victim = t
                     break
             time.sleep(0.05)
-        self.assertIsNotNone(victim, "no trainer reached step 4")
+        self.assertIsNotNone(victim, "no trainer reached step %d" % step)
         index = trainers.index(victim)
         before = self.cluster.steps(victim)[-1]
         self.cluster.procs["w%d" % index].send_signal(signal.SIGKILL)
         open(self.resume_file, "w").close()
         self.assertEqual(self.cluster.wait(victim, 60), 3,
                          self.cluster.read_log(victim))
+        return index, before
+
+    def test_a_daemon_killed_mid_run_is_replaced_by_a_spare(self):
+        # Nine daemons for a world of eight: the ninth's trainer waits in
+        # wait_position until its daemon takes the dead one's position.
+        trainers, outs = self.start(9, pause_after=4)
+        index, before = self.kill_at_step(trainers, 4)
         alive = [i for i in range(9) if i != index]
         self.finish([trainers[i] for i in alive], ["w%d" % i for i in alive])
         logs = {i: self.cluster.steps(trainers[i]) for i in alive}
@@ -224,6 +207,32 @@ class ModelParallelTrainerTest(unittest.TestCase):
                 self.assertEqual(len(gens), 1, (i, gens))
         self.assert_norms(logs[spare[0]])
         self.assert_matches_reference([outs[i] for i in alive])
+
+
+    def test_without_a_spare_the_replica_dissolves_and_its_trainers_wait(self):
+        # keep_d with no spare: the replica that lost a daemon is dissolved
+        # (its daemons become spares, their trainers wait in begin_step and
+        # get None at the end); the other replica trains on alone, its
+        # groups and generation unchanged, and still matches AdamW.
+        trainers, outs = self.start(8, pause_after=4)
+        index, before = self.kill_at_step(trainers, 4)
+        alive = [i for i in range(8) if i != index]
+        self.finish([trainers[i] for i in alive], ["w%d" % i for i in alive])
+        logs = {i: self.cluster.steps(trainers[i]) for i in alive}
+        lost = [i for i in alive if logs[i][0]["replica"] == before["replica"]]
+        kept = [i for i in alive if i not in lost]
+        self.assertEqual(len(lost), 3)
+        for i in lost:  # waited from the failed step on
+            self.assertLess(logs[i][-1]["step"], STEPS, logs[i])
+        for i in kept:
+            log = [s for s in logs[i] if not s["failed"]]
+            self.assertEqual([s["step"] for s in log],
+                             list(range(1, STEPS + 1)), i)
+            self.assertEqual({s["generation"] for s in log}, {1}, i)
+            self.assertEqual(log[-1]["world"], 1)
+            self.assertEqual(sum(s["rebuilt"] for s in log), 1, i)
+        self.assert_norms(logs[kept[0]])
+        self.assert_matches_reference([outs[i] for i in kept], replicas=1)
 
 
 if __name__ == "__main__":

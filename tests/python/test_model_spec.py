@@ -14,7 +14,9 @@ import models
 from zshard.torch import model_spec
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PYTHONPATH = os.pathsep.join([os.path.join(HERE, "..", "..", "python"), HERE])
+DEMO = os.path.join(HERE, "..", "..", "deploy", "demo")
+PYTHONPATH = os.pathsep.join([os.path.join(HERE, "..", "..", "python"), HERE,
+                              DEMO])
 
 
 def run_spec(*args):
@@ -85,8 +87,9 @@ class ModelSpecTest(unittest.TestCase):
         self.assertIn("embed.weight", plan.stdout)
 
     def test_tp_replicated_from_megatrons_mark_or_a_choice(self):
-        import mp_models
-        spec = model_spec(mp_models.slot(1, 1))
+        sys.path.insert(0, DEMO)
+        import mp_toy
+        spec = model_spec(mp_toy.slot(1, 1))
         marked = [p["name"] for p in spec["params"] if p.get("tp_replicated")]
         # The LayerNorm and the row-parallel layer's bias carry
         # tensor_model_parallel = False.
@@ -96,7 +99,7 @@ class ModelSpecTest(unittest.TestCase):
                           if p.get("tp_replicated")], ["hidden.bias"])
 
     def test_command_prints_one_slot_with_the_slot_arguments(self):
-        done = run_spec("mp_models:slot", "--tp-rank", "1", "--pp-rank", "0")
+        done = run_spec("mp_toy:slot", "--tp-rank", "1", "--pp-rank", "0")
         self.assertEqual(done.returncode, 0, done.stderr)
         slot = json.loads(done.stdout)
         self.assertEqual((slot["tp"], slot["pp"]), (1, 0))

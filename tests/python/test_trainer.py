@@ -63,12 +63,20 @@ def lr_at(step):
     return m + (lr - m) * 0.5 * (1 + math.cos(math.pi * r))
 
 
-def reference(steps=STEPS, skip=()):
+def reference(steps=STEPS, skip=(), model=None, loss_of=None,
+              global_batch=GLOBAL_BATCH):
     """Single process, whole global batch, torch.optim.AdamW: the final
     state dict and each step's gradient norm before clipping. Steps in
     `skip` are skipped (no update; AdamW's own step count stays, as
-    zshard's Adam step does)."""
-    model = models.tied_lm()
+    zshard's Adam step does). `model` (default models.tied_lm()) and
+    `loss_of(model)` (default its summed loss over the global batch) are
+    another model's, summed over `global_batch` samples."""
+    if model is None:
+        model = models.tied_lm()
+        x, y = models.token_batch(GLOBAL_BATCH)
+
+        def loss_of(m):
+            return models.summed_loss(m, x, y, range(GLOBAL_BATCH))
     spec = {p["name"]: p for p in model_spec(model)["params"]}
     decay = [p for n, p in model.named_parameters()
              if not spec[n].get("no_weight_decay")]
@@ -78,15 +86,12 @@ def reference(steps=STEPS, skip=()):
         [{"params": decay, "weight_decay": OPTIMIZER["weight_decay"]},
          {"params": no_decay, "weight_decay": 0.0}],
         lr=OPTIMIZER["lr"], betas=(0.9, 0.999), eps=1e-8)
-    x, y = models.token_batch(GLOBAL_BATCH)
     norms = []
     for step in range(1, steps + 1):
         for group in opt.param_groups:
             group["lr"] = lr_at(step)
         opt.zero_grad()
-        loss = models.summed_loss(model, x, y, range(GLOBAL_BATCH)) / \
-            GLOBAL_BATCH
-        loss.backward()
+        (loss_of(model) / global_batch).backward()
         norms.append(float(torch.nn.utils.clip_grad_norm_(
             model.parameters(), OPTIMIZER["clip_grad_norm"])))
         if step not in skip:

@@ -55,7 +55,9 @@ int64_t TrainRunner::RunTransition(const EpochInfo& epoch) {
       return trainer::MakeTrainerWorkload(hub_.get(), job, world, rank, fresh,
                                           repeat, model_parallel_);
     };
-    if (job_.parallel.model_parallel()) TellPosition(epoch, input);
+    if (job_.parallel.model_parallel() && hub_ != nullptr) {
+      TellPosition(epoch, input);
+    }
   }
   HeldEngine* base = nullptr;
   {

@@ -1,4 +1,5 @@
-"""A toy model split as Megatron splits one: two pipeline stages, each a
+"""The model-parallel demo's model (TP = 2, PP = 2), split as Megatron splits
+one: two pipeline stages, each a
 column-parallel Linear, tanh, and a row-parallel Linear over T = 2 tensor
 ranks (the second stage's after a LayerNorm), ending in a regression loss.
 The whole model (for the single-process reference) and each slot's module
@@ -12,7 +13,15 @@ A row-parallel layer's bias and the LayerNorm are the same on both tensor
 ranks (tp_replicated); the inputs of column-parallel layers go through
 copy_to_tp (identity forward, all-reduce of the gradient backward) and the
 outputs of row-parallel ones through reduce_from_tp (all-reduce forward), as
-in Megatron's tensor-parallel layers."""
+in Megatron's tensor-parallel layers.
+
+    python3 mp_toy.py > job.json    # the job file: one model per slot
+
+prints the demo's job (every slot's params as zshard.spec prints them, the
+trainer workload; its trainer is mp_trainer.py)."""
+
+import json
+import sys
 
 import torch
 
@@ -29,6 +38,32 @@ def full():
         "c": torch.nn.Linear(HIDDEN, HIDDEN),
         "d": torch.nn.Linear(HIDDEN, 1),
     })
+
+
+def job(steps=500, global_batch=8, optimizer=None):
+    """The demo's job: T = 2, P = 2, up to two replicas (I = 2), each
+    slot's params as `python -m zshard.spec mp_toy:slot --tp-rank T
+    --pp-rank P` prints them."""
+    from zshard.spec import model_spec
+    slots = []
+    for pp in range(PP):
+        for tp in range(TP):
+            slots.append({"tp": tp, "pp": pp,
+                          "params": model_spec(slot(tp, pp))["params"]})
+    return {
+        "name": "mptoy",
+        "parallel": {"tensor": TP, "pipeline": PP},
+        "model": {"slots": slots},
+        "layout": {"bucket_size": 64},
+        "optimizer": optimizer or {"lr": 0.01, "weight_decay": 0.1,
+                                   "clip_grad_norm": 1.0},
+        "world": {"instances": 2, "min": 8, "max": 8},
+        "lease_timeout_ms": 3000,
+        "heartbeat_interval_ms": 300,
+        "workload": {"kind": "trainer", "steps": steps,
+                     "global_batch": global_batch,
+                     "trainer_timeout_ms": 30000},
+    }
 
 
 def batch(n):
@@ -66,7 +101,7 @@ def _cut(linear, tp, column):
 
 def slot(tp_rank, pp_rank):
     """The module of slot (tp_rank, pp_rank): its params in registration
-    order (`python -m zshard.spec mp_models:slot --tp-rank T --pp-rank P`
+    order (`python -m zshard.spec mp_toy:slot --tp-rank T --pp-rank P`
     prints its entry of the job's model.slots)."""
     tp, pp = tp_rank, pp_rank
     whole = full()
@@ -139,3 +174,8 @@ def stage_forward(m, pp, x, tp_group):
         return _row(m["b"], torch.tanh(m["a"](x)), tp_group)
     h = _CopyToTp.apply(m["norm"](x), tp_group)
     return _row(m["d"], torch.tanh(m["c"](h)), tp_group)
+
+
+if __name__ == "__main__":
+    json.dump(job(), sys.stdout, indent=1)
+    sys.stdout.write("\n")

@@ -1,10 +1,10 @@
-"""A trainer of the model-parallel test job (mp_models, T = 2, P = 2): asks
+"""The model-parallel demo's trainer (mp_toy, T = 2, P = 2): asks
 its daemon where it sits, builds that slot's module, and trains it through
 zshard with its replica's tensor and pipeline groups (torch.distributed,
 gloo), one micro-batch per step: stage 0 sends its activations to stage 1
 of the same tensor rank, stage 1 sends their gradient back.
 
-    mp_trainer_main.py SOCKET OUT --log STEPS [--pause-after N
+    mp_trainer.py SOCKET OUT --log STEPS [--pause-after N
         --resume-file F]
 
 Writes the slot's final params to OUT (torch.save) and one JSON line per
@@ -21,7 +21,7 @@ import time
 import torch
 import torch.distributed as dist
 
-import mp_models
+import mp_toy
 from zshard import JobFailed, WorkerLost
 from zshard.model_parallel import Groups, wait_position
 from zshard.torch import DistributedOptimizer
@@ -32,16 +32,16 @@ def pipeline_step(model, pos, groups, x, y):
     loss (None on stage 0)."""
     peer = groups.pp_ranks[1 - pos.pp_rank]
     if pos.pp_rank == 0:
-        h = mp_models.stage_forward(model, 0, x, groups.tp)
+        h = mp_toy.stage_forward(model, 0, x, groups.tp)
         dist.send(h.detach().contiguous(), peer)
         grad = torch.empty_like(h)
         dist.recv(grad, peer)
         h.backward(grad)
         return None
-    h = torch.empty(x.shape[0], mp_models.HIDDEN)
+    h = torch.empty(x.shape[0], mp_toy.HIDDEN)
     dist.recv(h, peer)
     h.requires_grad_(True)
-    out = mp_models.stage_forward(model, 1, h, groups.tp)
+    out = mp_toy.stage_forward(model, 1, h, groups.tp)
     loss = ((out - y) ** 2).sum()
     loss.backward()
     dist.send(h.grad.contiguous(), peer)
@@ -60,13 +60,13 @@ def main():
         pos = wait_position(args.socket, timeout=60)
         if pos is None:
             return 0
-        model = mp_models.slot(pos.tp_rank, pos.pp_rank)
+        model = mp_toy.slot(pos.tp_rank, pos.pp_rank)
         opt = DistributedOptimizer(model, socket=args.socket, timeout=60)
         groups = Groups(timeout=datetime.timedelta(seconds=20))
         with open(args.log, "a") as log:
             while (info := opt.begin_step()) is not None:
                 rebuilt = groups.update(info)
-                x, y = mp_models.batch(info.global_batch)
+                x, y = mp_toy.batch(info.global_batch)
                 mine = opt.samples(info)
                 try:
                     loss = pipeline_step(model, pos, groups, x[mine], y[mine])
