@@ -160,20 +160,23 @@ class ModelParallelTrainerTest(unittest.TestCase):
         self.assert_norms(logs[trainers[0]])
         self.assert_matches_reference(outs)
 
-    def kill_at_step(self, trainers, step):
-        """Kills the daemon of the first trainer to log `step` (they pause
-        there) and lets them go on; returns its index and last log line.
-        Its trainer gets WorkerLost."""
+    def kill_at_step(self, trainers, step, position):
+        """Kills the daemon at `position` (replica, tp, pp) once its trainer
+        logged `step` (every trainer pauses there) and lets them go on;
+        returns its index and last log line. Its trainer gets WorkerLost."""
         deadline = time.monotonic() + 240
         victim = None
         while victim is None and time.monotonic() < deadline:
             for t in trainers:
                 log = self.cluster.steps(t)
-                if log and log[-1]["step"] >= step:
+                if log and log[-1]["step"] >= step and (
+                        log[-1]["replica"], log[-1]["tp"],
+                        log[-1]["pp"]) == position:
                     victim = t
                     break
             time.sleep(0.05)
-        self.assertIsNotNone(victim, "no trainer reached step %d" % step)
+        self.assertIsNotNone(victim, "no trainer at %s reached step %d" %
+                             (position, step))
         index = trainers.index(victim)
         before = self.cluster.steps(victim)[-1]
         self.cluster.procs["w%d" % index].send_signal(signal.SIGKILL)
@@ -185,8 +188,10 @@ class ModelParallelTrainerTest(unittest.TestCase):
     def test_a_daemon_killed_mid_run_is_replaced_by_a_spare(self):
         # Nine daemons for a world of eight: the ninth's trainer waits in
         # wait_position until its daemon takes the dead one's position.
+        # The victim is not its replica's rank 0, whose trainer hosts the
+        # store: the store stays, the generation must change.
         trainers, outs = self.start(9, pause_after=4)
-        index, before = self.kill_at_step(trainers, 4)
+        index, before = self.kill_at_step(trainers, 4, (0, 1, 1))
         alive = [i for i in range(9) if i != index]
         self.finish([trainers[i] for i in alive], ["w%d" % i for i in alive])
         logs = {i: self.cluster.steps(trainers[i]) for i in alive}
@@ -215,7 +220,7 @@ class ModelParallelTrainerTest(unittest.TestCase):
         # get None at the end); the other replica trains on alone, its
         # groups and generation unchanged, and still matches AdamW.
         trainers, outs = self.start(8, pause_after=4)
-        index, before = self.kill_at_step(trainers, 4)
+        index, before = self.kill_at_step(trainers, 4, (1, 0, 0))
         alive = [i for i in range(8) if i != index]
         self.finish([trainers[i] for i in alive], ["w%d" % i for i in alive])
         logs = {i: self.cluster.steps(trainers[i]) for i in alive}

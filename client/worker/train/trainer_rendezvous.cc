@@ -11,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/worker/device/fd_passing.h"
-#include "common/plan/parallel.h"
 #include "common/status.h"
 
 namespace zshard::worker {
@@ -58,6 +57,9 @@ absl::StatusOr<trainer::ModelParallelStep> TrainerRendezvous::Meet(
     comm::KvStore& store, int64_t timeout_ms) {
   trainer::ModelParallelStep me = PositionOf(job, slot);
   const std::string key = absl::StrCat("trainer-store/replica-", me.replica);
+  // Each daemon names itself (a worker sees only its own assignment).
+  ZSHARD_RETURN_IF_ERROR(
+      store.Set(absl::StrCat(key, "/member-", me.rank), epoch.worker_id));
   if (me.rank != 0) {
     ZSHARD_ASSIGN_OR_RETURN(const std::string value,
                             store.Get(key, timeout_ms));
@@ -71,14 +73,10 @@ absl::StatusOr<trainer::ModelParallelStep> TrainerRendezvous::Meet(
     return me;
   }
   // Rank 0 of the replica: its members by replica rank.
-  const plan::ParallelSizes& sizes = job.parallel;
-  std::vector<std::string> members(sizes.replica_size());
-  for (const plan::Assignment& a : epoch.assignments) {
-    if (a.rank < 0) continue;
-    const plan::Position p = plan::PositionOf(sizes, epoch.world, a.rank);
-    if (p.replica != me.replica) continue;
-    const int rank = p.tp + sizes.tensor * (p.cp + sizes.context * p.pp);
-    members[rank] = a.worker_id;
+  std::vector<std::string> members(job.parallel.replica_size());
+  for (size_t k = 0; k < members.size(); ++k) {
+    ZSHARD_ASSIGN_OR_RETURN(
+        members[k], store.Get(absl::StrCat(key, "/member-", k), timeout_ms));
   }
   if (port_ == 0) {
     ZSHARD_ASSIGN_OR_RETURN(port_, FreePort(host_));

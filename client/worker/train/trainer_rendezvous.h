@@ -4,11 +4,13 @@
 // a TCPStore address shared by its replica, with a generation that changes
 // whenever the replica's members change.
 //
-// The daemon at replica rank 0 (tp 0, cp 0, pp 0) decides: it picks a port
-// once (a free one on its collectives' host unless given), keeps the generation
-// while the replica's members (worker ids by replica rank) stay the same and
-// takes the epoch's number when they change, and publishes "tcp://HOST:PORT
-// GENERATION" in the epoch's rendezvous store; the replica's other daemons
+// Every daemon of the replica names itself in the epoch's rendezvous store
+// (a worker's plan update carries only its own assignment). The daemon at
+// replica rank 0 (tp 0, cp 0, pp 0) decides: it picks a port once (a free
+// one on its collectives' host unless given), reads the replica's members
+// (worker ids by replica rank), keeps the generation while they stay the
+// same and takes the epoch's number when they change, and publishes
+// "tcp://HOST:PORT GENERATION" in the store; the replica's other daemons
 // read it there. Only one daemon decides, so every trainer of the replica
 // sees the same generation.
 #pragma once
@@ -41,7 +43,7 @@ class TrainerRendezvous {
 
   // The position of `slot` in `epoch` with its replica's init_method and
   // generation: published when this daemon is the replica's rank 0, else
-  // read from `store` (waiting at most `timeout_ms`).
+  // read from `store`; each wait at most `timeout_ms` (DeadlineExceeded).
   absl::StatusOr<trainer::ModelParallelStep> Meet(const job::JobSpec& job,
                                                   const EpochInfo& epoch,
                                                   const job::SlotJob& slot,

@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "client/worker/comm/memory_kv_store.h"
@@ -30,18 +33,13 @@ job::JobSpec Job() {
   return job;
 }
 
-// Epoch `n` of 8 ranks (2 replicas), rank r held by ids[r].
+// Rank `rank` of epoch `n` of 8 ranks (2 replicas), held by ids[rank].
 EpochInfo Epoch(int64_t n, int rank, const std::vector<std::string>& ids) {
   EpochInfo e;
   e.epoch = n;
   e.world = 8;
   e.rank = rank;
-  for (int r = 0; r < 8; ++r) {
-    plan::Assignment a;
-    a.worker_id = ids[r];
-    a.rank = r;
-    e.assignments.push_back(a);
-  }
+  e.worker_id = ids[rank];
   return e;
 }
 
@@ -50,7 +48,29 @@ absl::StatusOr<trainer::ModelParallelStep> Meet(TrainerRendezvous& r,
                                                 comm::KvStore& store) {
   absl::StatusOr<job::SlotJob> slot = job::SlotJobOf(Job(), e.world, e.rank);
   if (!slot.ok()) return slot.status();
-  return r.Meet(Job(), e, *slot, store, 1000);
+  return r.Meet(Job(), e, *slot, store, 2000);
+}
+
+using Met = absl::StatusOr<trainer::ModelParallelStep>;
+
+// Replica 0's ranks 1, 4 and 5 (replica ranks 1, 2, 3) meet in `store`
+// while `leader` (rank 0) does; returns the leader's answer and rank 5's.
+std::pair<Met, Met> MeetReplicaZero(TrainerRendezvous& leader, int64_t n,
+                                    const std::vector<std::string>& ids,
+                                    comm::KvStore& store) {
+  std::vector<std::future<Met>> others;
+  for (int rank : {1, 4, 5}) {
+    others.push_back(std::async(std::launch::async, [&ids, &store, n, rank] {
+      TrainerRendezvous r("127.0.0.1", 0);
+      return Meet(r, Epoch(n, rank, ids), store);
+    }));
+  }
+  Met led = Meet(leader, Epoch(n, 0, ids), store);
+  for (int k = 0; k < 2; ++k) {
+    Met met = others[k].get();
+    EXPECT_TRUE(met.ok()) << met.status();
+  }
+  return {led, others[2].get()};
 }
 
 TEST(TrainerRendezvousTest,
@@ -59,17 +79,13 @@ TEST(TrainerRendezvousTest,
   // replica 1 is 2, 3, 6, 7.
   std::vector<std::string> ids = {"a", "b", "c", "d", "e", "f", "g", "h"};
   TrainerRendezvous leader("127.0.0.1", 29555);
-  TrainerRendezvous other("127.0.0.1", 0);
   comm::MemoryKvStore store1;
-  absl::StatusOr<trainer::ModelParallelStep> led =
-      Meet(leader, Epoch(1, 0, ids), store1);
+  auto [led, read] = MeetReplicaZero(leader, 1, ids, store1);
   ASSERT_TRUE(led.ok()) << led.status();
   EXPECT_EQ(led->init_method, "tcp://127.0.0.1:29555");
   EXPECT_EQ(led->generation, 1);
   EXPECT_EQ(led->rank, 0);
-  absl::StatusOr<trainer::ModelParallelStep> read =
-      Meet(other, Epoch(1, 5, ids), store1);  // tp 1, pp 1 of replica 0
-  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_TRUE(read.ok()) << read.status();  // rank 5: tp 1, pp 1
   EXPECT_EQ(read->init_method, "tcp://127.0.0.1:29555");
   EXPECT_EQ(read->generation, 1);
   EXPECT_EQ(read->tp, 1);
@@ -79,22 +95,25 @@ TEST(TrainerRendezvousTest,
   // Replica 1 lost a member: replica 0's generation stays.
   ids[7] = "spare";
   comm::MemoryKvStore store2;
-  led = Meet(leader, Epoch(2, 0, ids), store2);
-  ASSERT_TRUE(led.ok());
+  std::tie(led, read) = MeetReplicaZero(leader, 2, ids, store2);
+  ASSERT_TRUE(led.ok()) << led.status();
   EXPECT_EQ(led->generation, 1);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->generation, 1);
   // Replica 0 lost one: its generation becomes the epoch's.
   ids[4] = "spare2";
   comm::MemoryKvStore store3;
-  led = Meet(leader, Epoch(3, 0, ids), store3);
-  ASSERT_TRUE(led.ok());
+  std::tie(led, read) = MeetReplicaZero(leader, 3, ids, store3);
+  ASSERT_TRUE(led.ok()) << led.status();
   EXPECT_EQ(led->generation, 3);
-  read = Meet(other, Epoch(3, 1, ids), store3);
-  ASSERT_TRUE(read.ok());
+  ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->generation, 3);
-  // Nobody published for replica 1 in this store: its ranks wait, then
-  // fail with the store's DeadlineExceeded.
+  // Nobody published for replica 1 in this store: a rank of it waits for
+  // rank 0, and its rank 0 for the others' names, until DeadlineExceeded.
   TrainerRendezvous waiting("127.0.0.1", 0);
   EXPECT_EQ(Meet(waiting, Epoch(3, 3, ids), store3).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(Meet(waiting, Epoch(3, 2, ids), store3).status().code(),
             absl::StatusCode::kDeadlineExceeded);
 }
 
@@ -102,14 +121,11 @@ TEST(TrainerRendezvousTest, WithoutAPortRankZeroPicksAFreeOneOnce) {
   std::vector<std::string> ids = {"a", "b", "c", "d", "e", "f", "g", "h"};
   TrainerRendezvous leader("127.0.0.1", 0);
   comm::MemoryKvStore store1, store2;
-  absl::StatusOr<trainer::ModelParallelStep> first =
-      Meet(leader, Epoch(1, 2, ids), store1);  // rank 0 of replica 1
+  Met first = MeetReplicaZero(leader, 1, ids, store1).first;
   ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_EQ(first->replica, 1);
   EXPECT_NE(first->init_method, "tcp://127.0.0.1:0");
-  absl::StatusOr<trainer::ModelParallelStep> second =
-      Meet(leader, Epoch(2, 2, ids), store2);
-  ASSERT_TRUE(second.ok());
+  Met second = MeetReplicaZero(leader, 2, ids, store2).first;
+  ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(second->init_method, first->init_method);
 }
 
