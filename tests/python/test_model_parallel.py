@@ -95,11 +95,7 @@ class ModelParallelTrainerTest(unittest.TestCase):
         return trainers, outs
 
     def finish(self, trainers, workers):
-        c = self.cluster
-        for t in trainers:
-            self.assertEqual(c.wait(t, 300), 0, c.read_log(t))
-        for w in workers:
-            self.assertEqual(c.wait(w, 60), 0, c.read_log(w))
+        test_trainer.finish(self, self.cluster, trainers, workers)
 
     def assert_matches_reference(self, outs, replicas=2):
         """Every slot's params, from both replicas, against the reference

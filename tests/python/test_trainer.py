@@ -99,6 +99,15 @@ def reference(steps=STEPS, skip=(), model=None, loss_of=None,
     return model.state_dict(), norms
 
 
+def finish(test, c, trainers, workers):
+    """Asserts in `test` that `trainers` and then `workers` of cluster `c`
+    exit 0 (each failure shows the process's log)."""
+    for t in trainers:
+        test.assertEqual(c.wait(t, 300), 0, c.read_log(t))
+    for w in workers:
+        test.assertEqual(c.wait(w, 60), 0, c.read_log(w))
+
+
 class TrainerTest(unittest.TestCase):
 
     def setUp(self):
@@ -188,11 +197,7 @@ class TrainerTest(unittest.TestCase):
         self.fail("no trainer reached step %d" % step)
 
     def finish(self, trainers, workers):
-        c = self.cluster
-        for t in trainers:
-            self.assertEqual(c.wait(t, 300), 0, c.read_log(t))
-        for w in workers:
-            self.assertEqual(c.wait(w, 60), 0, c.read_log(w))
+        finish(self, self.cluster, trainers, workers)
 
     def completed_steps(self, trainer):
         return [s for s in self.cluster.steps(trainer) if not s["failed"]]
