@@ -20,6 +20,7 @@
 #include "tests/integration/parallel_reference.h"
 #include "tests/integration/parallel_runs.h"
 #include "tests/testing/log_scan.h"
+#include "tests/testing/subprocess.h"
 
 namespace zshard::testing {
 namespace {
@@ -77,7 +78,7 @@ std::pair<std::string, int64_t> KillRank5(ElasticRun& run, int world) {
 // manifest lists them with the model-parallel sizes. A new coordinator
 // restores step 20 at world 4 (R = 1) and reaches the reference of 30
 // steps; a coordinator of another tensor or pipeline size refuses the
-// checkpoint in one line naming both shapes.
+// checkpoint in one line naming both shapes, and torch export refuses it.
 TEST(ModelParallelCheckpointTest, PerSlotCheckpointRestoresAtAnotherWorld) {
   ElasticJob first = CheckpointedJob();
   first.min_world = 8;
@@ -145,6 +146,31 @@ TEST(ModelParallelCheckpointTest, PerSlotCheckpointRestoresAtAnotherWorld) {
             std::string::npos)
       << err;
   EXPECT_EQ(err.find('\n'), err.size() - 1) << err;
+
+  // zshardctl checkpoint export does not take a model-parallel job.
+  auto job_file = a.WriteJobFile();
+  ASSERT_TRUE(job_file.ok()) << job_file.status();
+  Subprocess::Options ctl;
+  ctl.argv = {ProcessCluster::Bin("zshardctl"),
+              "checkpoint",
+              "export",
+              dir,
+              a.File("out.pt"),
+              "--format",
+              "torch",
+              "--job",
+              *job_file};
+  ctl.stderr_path = a.File("export.err");
+  auto exported = Subprocess::Start(ctl);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  EXPECT_EQ((*exported)->Wait(20000), 1);
+  const std::string export_err = ReadLog(a.File("export.err"));
+  EXPECT_NE(export_err.find("is model-parallel (tensor 2, pipeline 2, "
+                            "context 1): torch export and import of "
+                            "model-parallel checkpoints are not supported"),
+            std::string::npos)
+      << export_err;
+  EXPECT_EQ(export_err.find('\n'), export_err.size() - 1) << export_err;
 }
 
 // Eight workers and no spare: kill -9 the worker at rank 5 (tp 1, pp 1,
