@@ -60,10 +60,16 @@ const char* const kServiceNames[] = {v1::WorkerService::service_full_name(),
 // The role loop's period (the election polls every 100 ms).
 constexpr absl::Duration kRolePoll = absl::Milliseconds(100);
 
-// What a model-parallel job can run today: the synthetic workload, no
-// checkpoints, no restore. One line naming what is not run yet.
+// What a model-parallel job can run today: the synthetic and trainer
+// workloads, with per-slot checkpoints, and a restore of the same tensor
+// and pipeline sizes. One line naming what is not run.
 absl::Status CheckParallelRunnable(const job::JobSpec& spec,
                                    const CoordinatorOptions& options) {
+  if (options.membership.restore.has_value()) {
+    const CheckpointRecord& c = *options.membership.restore;
+    ZSHARD_RETURN_IF_ERROR(plan::CheckRestoreSizes(
+        {c.tensor, c.pipeline, c.context}, spec.parallel));
+  }
   if (!spec.parallel.model_parallel()) return absl::OkStatus();
   const std::string what =
       absl::StrCat("job '", spec.name, "' is model-parallel (tensor ",
@@ -76,12 +82,6 @@ absl::Status CheckParallelRunnable(const job::JobSpec& spec,
         "the coordinator runs model-parallel jobs with the synthetic or "
         "trainer workload only (workload '",
         job::WorkloadKindName(spec.workload.kind), "')"));
-  }
-  if (!spec.checkpoint.dir.empty() || options.membership.restore.has_value()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what,
-                     "checkpoints of model-parallel jobs are not written yet: "
-                     "remove checkpoint.dir and --restore"));
   }
   return absl::OkStatus();
 }

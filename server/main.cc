@@ -89,6 +89,12 @@ absl::StatusOr<zshard::server::CheckpointRecord> ImportInitCheckpoint(
         "the job has no model to read the file against: write the model in "
         "the job (python -m zshard.spec)");
   }
+  if (spec.parallel.model_parallel()) {
+    return absl::InvalidArgumentError(
+        "the job is model-parallel: a torch file cannot initialize it (each "
+        "slot is its own param space); restore a zshard checkpoint of the "
+        "same tensor and pipeline sizes instead");
+  }
   const std::string root = !state_dir.empty() ? state_dir : spec.checkpoint.dir;
   if (root.empty()) {
     return absl::InvalidArgumentError(

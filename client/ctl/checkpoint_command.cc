@@ -51,6 +51,13 @@ nlohmann::json CheckpointsToJson(const v1::ListCheckpointsResponse& resp) {
                    {"bytes", c.bytes()},
                    {"dir", c.dir()},
                    {"complete", true}});
+    if (c.slot_params_size() > 0) {
+      // A model-parallel checkpoint: a slot-S/ dir per slot.
+      out.back()["parallel"] = {{"tensor", c.tensor()},
+                                {"pipeline", c.pipeline()},
+                                {"context", c.context()},
+                                {"slots", c.slot_params_size()}};
+    }
   }
   // Attempts without a manifest follow, marked incomplete: never restored
   // from.

@@ -132,6 +132,16 @@ absl::StatusOr<job::JobSpec> ReadJob() {
     return absl::InvalidArgumentError(
         absl::StrCat("job '", path, "': ", spec.status().message()));
   }
+  if (spec->parallel.model_parallel()) {
+    // Each slot is its own param space; one torch file per slot is not
+    // written yet.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job '", path, "' is model-parallel (tensor ", spec->parallel.tensor,
+        ", pipeline ", spec->parallel.pipeline, ", context ",
+        spec->parallel.context,
+        "): torch export and import of model-parallel checkpoints are not "
+        "supported"));
+  }
   return spec;
 }
 

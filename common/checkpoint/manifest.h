@@ -8,7 +8,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/plan/model_spec.h"
+#include "common/plan/parallel.h"
 #include "zshard/v1/worker_service.pb.h"
 
 namespace zshard::checkpoint {
@@ -28,8 +30,17 @@ absl::StatusOr<v1::CheckpointManifest> ReadManifest(const std::string& dir);
 // OK when `manifest` belongs to `model` (the same param names and element
 // counts, in order) and is well formed (step >= 0, at least one file, every
 // file's path relative and its ranges inside its param). InvalidArgument
-// naming the first difference otherwise.
+// naming the first difference otherwise; a model-parallel checkpoint does
+// not belong to one model.
 absl::Status ValidateManifest(const v1::CheckpointManifest& manifest,
                               const plan::ModelSpec& model);
+
+// ValidateManifest for a job of model-parallel sizes `sizes` whose slots'
+// models are `slots` (by slot index): the manifest was written with the
+// same tensor and pipeline sizes (plan::CheckRestoreSizes), lists every slot's
+// params (slot_params) and each file's ranges lie inside its slot's model.
+absl::Status ValidateSlotsManifest(const v1::CheckpointManifest& manifest,
+                                   const plan::ParallelSizes& sizes,
+                                   absl::Span<const plan::ModelSpec> slots);
 
 }  // namespace zshard::checkpoint

@@ -103,6 +103,14 @@ absl::StatusOr<ExportSummary> ExportTorchCheckpoint(
   ZSHARD_RETURN_IF_ERROR(plan::ValidateModelSpec(model));
   ZSHARD_ASSIGN_OR_RETURN(v1::CheckpointManifest m,
                           ReadManifest(checkpoint_dir));
+  if (m.slot_params_size() > 0 || m.tensor() > 1 || m.pipeline() > 1 ||
+      m.context() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint '", checkpoint_dir, "' is model-parallel (tensor ",
+        std::max(1, m.tensor()), ", pipeline ", std::max(1, m.pipeline()),
+        ", context ", std::max(1, m.context()),
+        "): torch export of a model-parallel checkpoint is not supported"));
+  }
   absl::Status fits = ValidateManifest(m, model);
   if (!fits.ok()) {
     return absl::InvalidArgumentError(

@@ -8,6 +8,11 @@
 
 namespace zshard::job {
 
+absl::Span<const plan::ModelSpec> SlotModels(const JobSpec& job) {
+  return job.parallel.model_parallel() ? absl::MakeConstSpan(job.slots)
+                                       : absl::MakeConstSpan(&job.model, 1);
+}
+
 JobSpec SlotSpec(const JobSpec& job, int slot) {
   JobSpec spec = job;
   if (!job.parallel.model_parallel()) return spec;

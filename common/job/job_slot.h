@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/job/job_spec.h"
 #include "common/plan/parallel.h"
 
@@ -37,6 +38,10 @@ struct SlotJob {
 // {rank}). InvalidArgument when the world is not a multiple of T x P x C
 // or the rank is outside it.
 absl::StatusOr<SlotJob> SlotJobOf(const JobSpec& job, int world, int rank);
+
+// The model of every slot of `job`, by slot index: its slots, or its one
+// model without model parallelism. Borrows `job`.
+absl::Span<const plan::ModelSpec> SlotModels(const JobSpec& job);
 
 // The single-slot job of slot `slot` (spec only, as SlotJob::spec).
 JobSpec SlotSpec(const JobSpec& job, int slot);

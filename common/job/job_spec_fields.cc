@@ -399,7 +399,9 @@ const std::vector<JobSpecField>& Table() {
                 "trainer and it is the default."),
       String<&JobSpec::checkpoint, &CheckpointSpec::dir>(
           "checkpoint.dir", 4096,
-          "Where checkpoints are written; empty: no checkpoints."),
+          "Where checkpoints are written; empty: no checkpoints. A "
+          "model-parallel job writes each slot's files into slot-S/ of the "
+          "step's dir."),
       Int<&JobSpec::checkpoint, &CheckpointSpec::every_steps>(
           "checkpoint.every_steps", 0, kMaxCount,
           "A checkpoint every this many steps; 0: never. Above 0 it needs "

@@ -33,6 +33,20 @@ absl::Status CheckParallelWorld(const ParallelSizes& sizes, int world) {
   return absl::OkStatus();
 }
 
+absl::Status CheckRestoreSizes(const ParallelSizes& written,
+                               const ParallelSizes& job) {
+  if (written.tensor == job.tensor && written.pipeline == job.pipeline) {
+    return absl::OkStatus();
+  }
+  auto shape = [](const ParallelSizes& s) {
+    return absl::StrCat("tensor ", s.tensor, ", pipeline ", s.pipeline,
+                        ", context ", s.context);
+  };
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the checkpoint was written with ", shape(written), "; this job has ",
+      shape(job), ": restore needs the same tensor and pipeline sizes"));
+}
+
 int Replicas(const ParallelSizes& sizes, int world) {
   return world / sizes.replica_size();
 }

@@ -50,6 +50,16 @@ struct Position {
 // else InvalidArgument naming the size or the world.
 absl::Status CheckParallelWorld(const ParallelSizes& sizes, int world);
 
+// OK when a checkpoint written with model-parallel sizes `written` can
+// restore into a job of sizes `job`: the same tensor and pipeline sizes
+// (each slot's param space; context, replicas and instances may differ).
+// Otherwise InvalidArgument in one line naming both: "the checkpoint was
+// written with tensor 2, pipeline 2, context 1; this job has tensor 4,
+// pipeline 2, context 1: restore needs the same tensor and pipeline
+// sizes".
+absl::Status CheckRestoreSizes(const ParallelSizes& written,
+                               const ParallelSizes& job);
+
 // R = W / (T * P * C). Requires CheckParallelWorld(sizes, world).
 int Replicas(const ParallelSizes& sizes, int world);
 // R * C: the size of every slot's data-parallel domain.

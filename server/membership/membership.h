@@ -385,8 +385,14 @@ class Membership {
   // made: the job failed (a range was lost with no checkpoint) or the
   // plans do not fit.
   bool PlanMovesLocked(EpochPlan& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A model-parallel job's: each slot's moves inside the slot.
-  bool PlanParallelMovesLocked(EpochPlan& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets p's moves and summary from the live holders of the stable epoch
+  // and returns "", or returns the first range no live member holds
+  // (DescribeLost) and leaves p's moves. An error when the moves cannot be
+  // planned. The model-parallel job's: each slot's moves inside the slot.
+  absl::StatusOr<std::string> MemberMovesLocked(EpochPlan& p)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::string> ParallelMemberMovesLocked(EpochPlan& p)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AbandonLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CommitLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every rank acked ACTIVE: the committed epoch becomes the stable one.

@@ -11,8 +11,6 @@
 #include "common/plan/plan.h"
 #include "common/status.h"
 #include "server/membership/membership.h"
-#include "server/membership/transition/epoch_moves.h"
-#include "server/membership/transition/parallel_moves.h"
 #include "server/membership/transition/parallel_policy.h"
 #include "server/membership/transition/world_policy.h"
 
@@ -203,119 +201,6 @@ void Membership::ProposeLocked(int world) {
                      s.bytes_moved, " bytes (lower bound ", s.lower_bound_bytes,
                      "), ", s.bytes_from_checkpoint, " from checkpoint"));
   }
-}
-
-bool Membership::PlanParallelMovesLocked(EpochPlan& p) {
-  const EpochPlan& stable = transition_.stable();
-  const plan::ParallelPlan* next_plan = world_.plans().GetParallel(p.world);
-  if (next_plan == nullptr) return false;
-  if (stable.epoch == 0 || !HoldsState()) return true;  // nothing held
-  const plan::ParallelPlan* base_plan =
-      world_.plans().GetParallel(stable.world);
-  if (base_plan == nullptr) {
-    ZSHARD_LOG_ERROR(
-        absl::StrCat("epoch ", p.epoch, ": moves: no plan for the base epoch"));
-    return false;
-  }
-  std::vector<std::string> alive;
-  for (int r = 0; r < stable.world; ++r) {
-    const std::string& id = stable.slots[r].worker_id;
-    if (members_.IsLiveId(id)) alive.push_back(id);
-  }
-  const plan::ParallelModel model = job::JobParallelModel(spec_);
-  absl::StatusOr<ParallelEpochMoves> moves =
-      PlanParallelMembersMoves(model, *base_plan, stable, alive, *next_plan, p);
-  if (!moves.ok()) {
-    ZSHARD_LOG_ERROR(
-        absl::StrCat("epoch ", p.epoch, ": moves: ", moves.status().message()));
-    return false;
-  }
-  if (moves->lost_slot >= 0) {
-    // A model-parallel job writes no checkpoints yet: nothing to roll back
-    // to.
-    FailJobLocked(
-        "lost",
-        absl::StrCat(DescribeParallelLost(model, moves->lost_slot,
-                                          moves->moves.lost.front()),
-                     " has no live holder and a model-parallel job has no "
-                     "checkpoint: the job cannot go on"));
-    return false;
-  }
-  p.moves = std::move(moves->moves.moves);
-  p.summary = moves->moves.summary;
-  return true;
-}
-
-bool Membership::PlanMovesLocked(EpochPlan& p) {
-  if (spec_.parallel.model_parallel()) return PlanParallelMovesLocked(p);
-  const EpochPlan& stable = transition_.stable();
-  const plan::Plan* next_plan = world_.plans().Get(p.world);
-  const CheckpointRecord* newest = checkpoints_.Newest();
-  if (next_plan == nullptr) return false;
-  bool from_checkpoint = checkpoints_.restore_next();
-  if (!from_checkpoint && (stable.epoch == 0 || !HoldsState())) {
-    return true;  // nothing held
-  }
-  if (!from_checkpoint) {
-    const plan::Plan* base_plan = world_.plans().Get(stable.world);
-    std::vector<std::string> alive, preferred;
-    for (int r = 0; r < stable.world; ++r) {
-      const std::string& id = stable.slots[r].worker_id;
-      if (!members_.IsLiveId(id)) continue;
-      alive.push_back(id);
-      if (health_.avoid_sources.count(id) == 0) preferred.push_back(id);
-    }
-    auto plan_from = [&](const std::vector<std::string>& holders) {
-      return base_plan == nullptr
-                 ? absl::StatusOr<EpochMoves>(
-                       absl::InternalError("no plan for the base epoch"))
-                 : PlanMembersMoves(spec_.model, *base_plan, stable, holders,
-                                    *next_plan, p);
-    };
-    // Sources whose moves failed are avoided where another holder has the
-    // same ranges (their own ranges then come from that holder too); where
-    // none has, they are tried again.
-    absl::StatusOr<EpochMoves> moves = plan_from(preferred);
-    if (preferred.size() != alive.size() &&
-        (!moves.ok() || !moves->lost.empty())) {
-      moves = plan_from(alive);
-    }
-    if (!moves.ok()) {
-      ZSHARD_LOG_ERROR(absl::StrCat("epoch ", p.epoch,
-                                    ": moves: ", moves.status().message()));
-      return false;
-    }
-    if (moves->lost.empty()) {
-      p.moves = std::move(moves->moves);
-      p.summary = moves->summary;
-      return true;
-    }
-    const std::string lost = DescribeLost(spec_.model, moves->lost.front());
-    if (newest == nullptr) {
-      FailJobLocked("lost", absl::StrCat(lost,
-                                         " has no live holder and there is no "
-                                         "checkpoint: the job cannot go on"));
-      return false;
-    }
-    EventLocked(
-        "rollback",
-        absl::StrCat(lost, " has no live holder: epoch ", p.epoch,
-                     " rolls back to the checkpoint of step ", newest->step));
-  }
-  if (newest == nullptr) {
-    FailJobLocked("failed", "no checkpoint to restore from");
-    return false;
-  }
-  absl::StatusOr<EpochMoves> moves =
-      PlanCheckpointMoves(spec_.model, *newest, *next_plan, p);
-  if (!moves.ok()) {
-    FailJobLocked("failed", std::string(moves.status().message()));
-    return false;
-  }
-  p.moves = std::move(moves->moves);
-  p.summary = moves->summary;
-  p.restore = RestoreRef{newest->step, newest->dir, newest->adam_step};
-  return true;
 }
 
 void Membership::FailJobLocked(const std::string& kind,

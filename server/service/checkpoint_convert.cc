@@ -1,6 +1,7 @@
 // Checkpoint and reshard value <-> proto conversions.
 #include "server/service/checkpoint_convert.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/manifest.h"
 #include "common/checkpoint/verify.h"
+#include "common/job/job_slot.h"
 #include "common/status.h"
 
 namespace zshard::server {
@@ -26,6 +28,7 @@ void ToProto(const CheckpointRecord& c, v1::CheckpointManifest* out) {
     pf->set_rank(f.rank);
     pf->set_bytes(f.bytes);
     pf->set_checksum(f.checksum);
+    pf->set_slot(f.slot);
     for (const ParamRangeInfo& r : f.ranges) {
       v1::ParamRange* pr = pf->add_ranges();
       pr->set_param_index(r.param_index);
@@ -38,6 +41,10 @@ void ToProto(const CheckpointRecord& c, v1::CheckpointManifest* out) {
   for (int64_t n : c.param_numels) out->add_param_numels(n);
   out->set_committed_ms(c.committed_ms);
   out->set_bytes(c.bytes);
+  out->set_tensor(c.tensor);
+  out->set_pipeline(c.pipeline);
+  out->set_context(c.context);
+  for (int n : c.slot_params) out->add_slot_params(n);
 }
 
 CheckpointFileInfo FromProto(const v1::CheckpointFile& f) {
@@ -46,6 +53,7 @@ CheckpointFileInfo FromProto(const v1::CheckpointFile& f) {
   info.rank = f.rank();
   info.bytes = f.bytes();
   info.checksum = f.checksum();
+  info.slot = f.slot();
   for (const v1::ParamRange& r : f.ranges()) {
     info.ranges.push_back(
         ParamRangeInfo{r.param_index(), r.expert_rank(), r.begin(), r.end()});
@@ -67,6 +75,10 @@ CheckpointRecord FromProto(const v1::CheckpointManifest& m) {
   c.param_numels.assign(m.param_numels().begin(), m.param_numels().end());
   c.committed_ms = m.committed_ms();
   c.bytes = m.bytes();
+  c.tensor = std::max(1, m.tensor());
+  c.pipeline = std::max(1, m.pipeline());
+  c.context = std::max(1, m.context());
+  c.slot_params.assign(m.slot_params().begin(), m.slot_params().end());
   return c;
 }
 
@@ -110,7 +122,8 @@ absl::StatusOr<CheckpointRecord> LoadRestoreCheckpoint(
     const std::string& dir, const job::JobSpec& spec) {
   ZSHARD_ASSIGN_OR_RETURN(v1::CheckpointManifest m,
                           checkpoint::ReadManifest(dir));
-  absl::Status valid = checkpoint::ValidateManifest(m, spec.model);
+  absl::Status valid = checkpoint::ValidateSlotsManifest(m, spec.parallel,
+                                                         job::SlotModels(spec));
   if (!valid.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "checkpoint '", dir, "' does not fit the job: ", valid.message()));
@@ -127,7 +140,7 @@ absl::StatusOr<CheckpointRecord> LoadRestoreCheckpoint(
     }
   }
   absl::Status covered =
-      CheckCoverage(c.files, spec.model, spec.layout.expert_parallel);
+      CheckSlotsCoverage(c, job::SlotModels(spec), spec.layout.expert_parallel);
   if (!covered.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "checkpoint '", dir, "' is incomplete: ", covered.message()));

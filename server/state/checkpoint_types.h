@@ -10,7 +10,8 @@
 
 namespace zshard::server {
 
-// Elements [begin, end) of one param's state (expert_rank 0 when dense).
+// Elements [begin, end) of one param's state (expert_rank 0 when dense);
+// in a model-parallel job's checkpoint, param_index is its slot's.
 struct ParamRangeInfo {
   int param_index = 0;
   int expert_rank = 0;
@@ -21,10 +22,13 @@ struct ParamRangeInfo {
 // One rank's file of a checkpoint.
 struct CheckpointFileInfo {
   std::string path;  // relative to the checkpoint's dir
-  int rank = 0;      // the writer's rank in `epoch`
+  // The writer's rank in `epoch`; in a model-parallel job's manifest, its
+  // data-parallel rank in `slot` (a report carries the global rank).
+  int rank = 0;
   int64_t bytes = 0;
   std::string checksum;
   std::vector<ParamRangeInfo> ranges;
+  int slot = 0;  // plan::SlotIndex of a model-parallel job's file, else 0
 };
 
 // A checkpoint's manifest (see zshard.v1.CheckpointManifest).
@@ -36,9 +40,16 @@ struct CheckpointRecord {
   int world = 0;
   int instances = 1;
   std::string dir;
-  std::vector<CheckpointFileInfo> files;  // by rank
+  std::vector<CheckpointFileInfo> files;  // by slot, then rank
+  // The params, every slot's in slot order (slot_params of each).
   std::vector<std::string> param_names;
   std::vector<int64_t> param_numels;
+  // The model-parallel sizes it was written with, and each slot's param
+  // count (empty without model parallelism).
+  int tensor = 1;
+  int pipeline = 1;
+  int context = 1;
+  std::vector<int> slot_params;
   int64_t committed_ms = 0;  // wall clock
   int64_t bytes = 0;         // sum of the files' bytes
 };

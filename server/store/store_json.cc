@@ -173,7 +173,8 @@ std::string CheckpointJson(const CheckpointRecord& c) {
                      {"rank", f.rank},
                      {"bytes", f.bytes},
                      {"checksum", f.checksum},
-                     {"ranges", ranges}});
+                     {"ranges", ranges},
+                     {"slot", f.slot}});
   }
   return json{{"job", c.job},
               {"step", c.step},
@@ -186,7 +187,11 @@ std::string CheckpointJson(const CheckpointRecord& c) {
               {"param_names", c.param_names},
               {"param_numels", c.param_numels},
               {"committed_ms", c.committed_ms},
-              {"bytes", c.bytes}}
+              {"bytes", c.bytes},
+              {"tensor", c.tensor},
+              {"pipeline", c.pipeline},
+              {"context", c.context},
+              {"slot_params", c.slot_params}}
       .dump();
 }
 
@@ -202,6 +207,13 @@ bool CheckpointFromJson(const std::string& text, CheckpointRecord* c) {
   c->dir = FieldOr(j, "dir", "");
   c->committed_ms = FieldOr(j, "committed_ms", int64_t{0});
   c->bytes = FieldOr(j, "bytes", int64_t{0});
+  c->tensor = FieldOr(j, "tensor", 1);
+  c->pipeline = FieldOr(j, "pipeline", 1);
+  c->context = FieldOr(j, "context", 1);
+  c->slot_params.clear();
+  for (const json& n : FieldOr(j, "slot_params", json::array())) {
+    if (n.is_number()) c->slot_params.push_back(n.get<int>());
+  }
   c->param_names.clear();
   c->param_numels.clear();
   for (const json& n : FieldOr(j, "param_names", json::array())) {
@@ -218,6 +230,7 @@ bool CheckpointFromJson(const std::string& text, CheckpointRecord* c) {
     info.rank = FieldOr(f, "rank", 0);
     info.bytes = FieldOr(f, "bytes", int64_t{0});
     info.checksum = FieldOr(f, "checksum", "");
+    info.slot = FieldOr(f, "slot", 0);
     for (const json& r : FieldOr(f, "ranges", json::array())) {
       info.ranges.push_back(ParamRangeInfo{Get<int>(r, 0, 0), Get<int>(r, 1, 0),
                                            Get<int64_t>(r, 2, 0),

@@ -3,11 +3,52 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/testing/log_scan.h"
+#include "tests/testing/wait_for.h"
 
 namespace zshard::testing {
+
+std::string FinishedCheckpoint(ElasticRun& run, int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "/step-%08lld",
+                static_cast<long long>(step));
+  const std::string dir = run.job().checkpoint_dir + name;
+  EXPECT_TRUE(WaitFor(
+      [&] { return std::filesystem::exists(dir + "/manifest.json"); }, 10000))
+      << run.Diagnostics();
+  return dir;
+}
+
+ElasticJob RestoredJob(ElasticJob job, int world, int64_t steps) {
+  job.min_world = world;
+  job.max_world = world;
+  job.steps = steps;
+  job.checkpoint_dir.clear();
+  job.checkpoint_every = 0;
+  return job;
+}
+
+void ExpectRestoredRun(ElasticRun& run, const std::string& dir, int world) {
+  ASSERT_TRUE(run.Start({"--restore", dir}).ok()) << run.CoordinatorLog();
+  const std::vector<std::string> names = WorkerNames(world);
+  ASSERT_TRUE(run.StartWorkers(names).ok());
+  ExpectExitedZero(run, names);
+  const std::vector<v1::Event> events = run.Events();
+  EXPECT_FALSE(EventsOfKind(events, "restore").empty())
+      << DescribeEvents(events);
+  const std::string last = absl::StrCat(" step=", run.job().steps, " ");
+  for (const std::string& name : names) {
+    const std::string log = run.cluster().WorkerLog(name);
+    EXPECT_FALSE(LogContains(log, " step=1 ")) << "restarted from scratch";
+    EXPECT_TRUE(LogContains(log, last)) << ReadLog(log);
+  }
+}
 
 ElasticJob RollbackJob(int64_t steps) {
   ElasticJob job;

@@ -35,6 +35,20 @@ std::vector<std::string> Without(std::vector<std::string> names,
 // Asserts that `names` all exited 0 (waits up to kExitMs).
 void ExpectExitedZero(ElasticRun& run, const std::vector<std::string>& names);
 
+// The dir of the finished `run`'s checkpoint of step `step`
+// (job.checkpoint_dir/step-NNNNNNNN), asserting that its manifest is
+// written within 10 s.
+std::string FinishedCheckpoint(ElasticRun& run, int64_t step);
+
+// `job` as a restore's second run: world fixed at `world`, `steps` steps and
+// no checkpoints of its own.
+ElasticJob RestoredJob(ElasticJob job, int world, int64_t steps);
+
+// Starts `run` (a RestoredJob) with --restore `dir` and `world` workers and
+// asserts that every worker exits 0 having resumed (it never ran step 1)
+// and reached the job's last step, and that the restore is in the events.
+void ExpectRestoredRun(ElasticRun& run, const std::string& dir, int world);
+
 // Asserts the dump equals the reference of the run's own world history
 // (steps before it: `before`) and was written by ranks 0..world-1 exactly.
 void ExpectReferenceMasters(ElasticRun& run, int world,

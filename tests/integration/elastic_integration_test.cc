@@ -360,31 +360,13 @@ TEST(ElasticIntegrationTest, CheckpointRestoresAtAnotherWorldAndInstances) {
   ASSERT_TRUE(a.Start().ok());
   ASSERT_TRUE(a.StartWorkers(WorkerNames(2)).ok());
   ExpectExitedZero(a, WorkerNames(2));
-  const std::string dir = a.job().checkpoint_dir + "/step-00000020";
-  ASSERT_TRUE(WaitFor(
-      [&] { return std::filesystem::exists(dir + "/manifest.json"); }, 10000))
-      << a.Diagnostics();
+  const std::string dir = FinishedCheckpoint(a, 20);
   ExpectReferenceMasters(a, 2);
 
-  ElasticJob second = a.job();
+  ElasticJob second = RestoredJob(a.job(), 4, 30);
   second.instances = 2;
-  second.min_world = 4;
-  second.max_world = 4;
-  second.steps = 30;
-  second.checkpoint_dir.clear();
-  second.checkpoint_every = 0;
   ElasticRun b(second);
-  ASSERT_TRUE(b.Start({"--restore", dir}).ok()) << b.CoordinatorLog();
-  ASSERT_TRUE(b.StartWorkers(WorkerNames(4)).ok());
-  ExpectExitedZero(b, WorkerNames(4));
-  const std::vector<v1::Event> events = b.Events();
-  EXPECT_FALSE(EventsOfKind(events, "restore").empty())
-      << DescribeEvents(events);
-  for (const std::string& name : WorkerNames(4)) {
-    const std::string log = b.cluster().WorkerLog(name);
-    EXPECT_FALSE(LogContains(log, " step=1 ")) << "restarted from scratch";
-    EXPECT_TRUE(LogContains(log, " step=30 ")) << ReadLog(log);
-  }
+  ExpectRestoredRun(b, dir, 4);
   ExpectReferenceMasters(b, 4, a.Schedule());
 }
 

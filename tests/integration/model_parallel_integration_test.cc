@@ -21,55 +21,10 @@
 #include "tests/integration/elastic_cluster.h"
 #include "tests/integration/elastic_expect.h"
 #include "tests/integration/parallel_reference.h"
+#include "tests/integration/parallel_runs.h"
 
 namespace zshard::testing {
 namespace {
-
-// T = 2, P = 2, world 4..8 in two instances (keep_d: D = 1 at R = 2), and a
-// clipping bound the synthetic gradients exceed, so that the result
-// depends on the norm being the world's.
-ElasticJob ParallelJob() {
-  ElasticJob job;
-  job.name = "tp2pp2";
-  job.tensor = 2;
-  job.pipeline = 2;
-  job.instances = 2;
-  job.min_world = 4;
-  job.max_world = 8;
-  job.steps = 40;
-  job.clip_grad_norm = 0.05;
-  return job;
-}
-
-// Each slot's dumped masters equal the reference of `steps` at `world`.
-void ExpectParallelMasters(ElasticRun& run, int world) {
-  auto spec = run.job().Spec();
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  auto checks =
-      CheckParallelDump(run.dump_dir(), *spec, world, run.job().steps);
-  ASSERT_TRUE(checks.ok()) << checks.status() << "\n" << run.Diagnostics();
-  for (size_t s = 0; s < checks->size(); ++s) {
-    EXPECT_TRUE((*checks)[s].ok())
-        << "slot " << s << ": " << (*checks)[s].ToString();
-  }
-}
-
-// The dumped masters of an undisturbed run of `job` at `world` workers.
-absl::StatusOr<std::vector<Masters>> UndisturbedMasters(const ElasticJob& job,
-                                                        int world) {
-  ElasticRun run(job);
-  ZSHARD_RETURN_IF_ERROR(run.Start());
-  const std::vector<std::string> names = WorkerNames(world);
-  ZSHARD_RETURN_IF_ERROR(run.StartWorkers(names));
-  for (const auto& [name, rc] : run.WaitForExits(names, kExitMs)) {
-    if (rc != 0) {
-      return absl::InternalError(
-          absl::StrCat(name, " exited ", rc, "\n", run.Diagnostics()));
-    }
-  }
-  ZSHARD_ASSIGN_OR_RETURN(const job::JobSpec spec, job.Spec());
-  return LoadParallelDump(run.dump_dir(), spec);
-}
 
 // Parameter elements of slot `slot` owned by its data-parallel rank
 // `dp_rank` at `world` workers.
@@ -106,11 +61,7 @@ TEST(ModelParallelIntegrationTest, TwoRunsAreBitIdentical) {
   ASSERT_TRUE(a.ok()) << a.status();
   auto b = UndisturbedMasters(job, 8);
   ASSERT_TRUE(b.ok()) << b.status();
-  for (size_t s = 0; s < a->size(); ++s) {
-    EXPECT_TRUE((*a)[s] == (*b)[s])
-        << "slot " << s << ": two runs differ by up to "
-        << MaxDifference((*a)[s], (*b)[s]);
-  }
+  ExpectSameMasters(*b, *a, "the second run");
 }
 
 // Eight workers and a spare: kill -9 the worker at rank 5 (tp 1, replica 0,
@@ -157,13 +108,7 @@ TEST(ModelParallelIntegrationTest, SpareTakesAKilledPositionMovingOnlyItsSlot) {
   ASSERT_TRUE(killed.ok()) << killed.status();
   auto undisturbed = UndisturbedMasters(job, 8);
   ASSERT_TRUE(undisturbed.ok()) << undisturbed.status();
-  ASSERT_EQ(killed->size(), undisturbed->size());
-  for (size_t s = 0; s < killed->size(); ++s) {
-    EXPECT_TRUE((*killed)[s] == (*undisturbed)[s])
-        << "slot " << s << ": the run through the kill differs from the "
-        << "undisturbed run by up to "
-        << MaxDifference((*killed)[s], (*undisturbed)[s]);
-  }
+  ExpectSameMasters(*killed, *undisturbed, "the run through the kill");
 }
 
 // keep_d with eight workers and no spare: kill -9 the worker at rank 2

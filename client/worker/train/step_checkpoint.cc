@@ -6,7 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/worker/checkpoint/checkpoint_file.h"
+#include "common/job/job_slot.h"
 #include "common/logging.h"
+#include "common/status.h"
 
 namespace zshard::worker {
 
@@ -16,15 +18,41 @@ bool IsCheckpointStep(const job::CheckpointSpec& spec, int instance,
          step > 0 && step % spec.every_steps == 0;
 }
 
-absl::Status WriteStepCheckpoint(const job::CheckpointSpec& spec,
+namespace {
+
+// Writes this rank's file into `dir`: a model-parallel job's into
+// dir/slot-S/ under its data-parallel rank, the path then relative to
+// `dir` and the rank the global one the coordinator checks.
+absl::StatusOr<checkpoint::RankFileInfo> WriteFile(
+    const job::JobSpec& job, const EpochInfo& epoch,
+    const engine::StepEngine& engine, const std::string& dir) {
+  if (!job.parallel.model_parallel()) {
+    return checkpoint::WriteRankFile(engine.buffers(), dir, epoch.rank,
+                                     engine.step(), engine.adam_step());
+  }
+  ZSHARD_ASSIGN_OR_RETURN(job::SlotJob slot,
+                          job::SlotJobOf(job, epoch.world, epoch.rank));
+  const std::string sub = absl::StrCat("slot-", slot.slot);
+  ZSHARD_ASSIGN_OR_RETURN(
+      checkpoint::RankFileInfo file,
+      checkpoint::WriteRankFile(engine.buffers(), absl::StrCat(dir, "/", sub),
+                                slot.rank, engine.step(), engine.adam_step()));
+  file.path = absl::StrCat(sub, "/", file.path);
+  file.rank = epoch.rank;
+  return file;
+}
+
+}  // namespace
+
+absl::Status WriteStepCheckpoint(const job::JobSpec& job,
                                  const EpochInfo& epoch,
                                  const engine::StepEngine& engine,
                                  const Runner::CheckpointReporter& report,
                                  const Runner::FailureReporter& failed) {
   const int64_t step = engine.step();
-  const std::string dir = checkpoint::StepDir(spec.dir, step);
-  absl::StatusOr<checkpoint::RankFileInfo> file = checkpoint::WriteRankFile(
-      engine.buffers(), dir, epoch.rank, step, engine.adam_step());
+  const std::string dir = checkpoint::StepDir(job.checkpoint.dir, step);
+  absl::StatusOr<checkpoint::RankFileInfo> file =
+      WriteFile(job, epoch, engine, dir);
   if (!file.ok()) {
     ZSHARD_LOG_WARN("checkpoint write failed",
                     {{"step", absl::StrCat(step)},

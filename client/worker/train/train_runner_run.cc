@@ -201,7 +201,7 @@ void TrainRunner::AfterStep(HeldEngine* held, const engine::StepTelemetry& t) {
   }
   if (IsCheckpointStep(job_.checkpoint, held->epoch.instance, step)) {
     // Logged and reported inside; a failed checkpoint never stops training.
-    (void)WriteStepCheckpoint(job_.checkpoint, held->epoch, engine,
+    (void)WriteStepCheckpoint(job_, held->epoch, engine,
                               callbacks_.report_checkpoint,
                               callbacks_.report_failure);
   }

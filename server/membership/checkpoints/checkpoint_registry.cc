@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -26,7 +28,63 @@ bool SafeRelativePath(const std::string& path) {
   return true;
 }
 
+// The shard ranks of instance 0 in every slot of `epoch` (D).
+int ShardRanks(const CheckpointEpoch& epoch) {
+  const int dp = epoch.parallel.model_parallel()
+                     ? epoch.world / epoch.parallel.slots()
+                     : epoch.world;
+  return epoch.instances > 0 ? dp / epoch.instances : 0;
+}
+
+// Where global rank `rank` of `epoch` writes: its slot and data-parallel
+// rank (slot 0 and the rank itself without model parallelism). Requires
+// 0 <= rank < epoch.world.
+std::pair<int, int> WriterOf(const CheckpointEpoch& epoch, int rank) {
+  if (!epoch.parallel.model_parallel()) return {0, rank};
+  const plan::Position at = plan::PositionOf(epoch.parallel, epoch.world, rank);
+  return {plan::SlotIndex(epoch.parallel, at.tp, at.pp),
+          plan::DataParallelRank(epoch.parallel, at)};
+}
+
+plan::ParallelSizes SizesOf(const CheckpointRecord& c) {
+  return plan::ParallelSizes{c.tensor, c.pipeline, c.context};
+}
+
 }  // namespace
+
+std::vector<CheckpointFileInfo> SlotFiles(const CheckpointRecord& record,
+                                          int slot) {
+  std::vector<CheckpointFileInfo> out;
+  for (const CheckpointFileInfo& f : record.files) {
+    if (f.slot == slot) out.push_back(f);
+  }
+  return out;
+}
+
+absl::Status CheckSlotsCoverage(const CheckpointRecord& record,
+                                absl::Span<const plan::ModelSpec> slots,
+                                int expert_parallel) {
+  const plan::ParallelSizes sizes = SizesOf(record);
+  if (static_cast<int>(slots.size()) != sizes.slots()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint step ", record.step, " has ", sizes.slots(),
+                     " slots but the model has ", slots.size()));
+  }
+  if (!sizes.model_parallel()) {
+    return CheckCoverage(record.files, slots[0], expert_parallel);
+  }
+  for (int s = 0; s < sizes.slots(); ++s) {
+    absl::Status covered =
+        CheckCoverage(SlotFiles(record, s), slots[s], expert_parallel);
+    if (!covered.ok()) {
+      return absl::Status(
+          covered.code(),
+          absl::StrCat("slot (tp ", plan::SlotTp(sizes, s), ", pp ",
+                       plan::SlotPp(sizes, s), "): ", covered.message()));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status CheckCoverage(const std::vector<CheckpointFileInfo>& files,
                            const plan::ModelSpec& model, int expert_parallel) {
@@ -68,13 +126,24 @@ absl::Status CheckCoverage(const std::vector<CheckpointFileInfo>& files,
 
 absl::StatusOr<std::optional<CheckpointRecord>> CheckpointRegistry::Add(
     const CheckpointReport& report, const CheckpointEpoch& epoch,
-    const plan::ModelSpec& model) {
-  const int d = epoch.instances > 0 ? epoch.world / epoch.instances : 0;
-  const CheckpointFileInfo& f = report.file;
-  if (f.rank < 0 || f.rank >= d) {
+    absl::Span<const plan::ModelSpec> slots) {
+  const int d = ShardRanks(epoch);
+  const int world = epoch.parallel.model_parallel() ? epoch.world : d;
+  if (static_cast<int>(slots.size()) != epoch.parallel.slots()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint of a job of ", epoch.parallel.slots(),
+                     " slots checked against ", slots.size(), " models"));
+  }
+  CheckpointFileInfo f = report.file;
+  const auto [slot, rank] = f.rank >= 0 && f.rank < world
+                                ? WriterOf(epoch, f.rank)
+                                : std::make_pair(0, f.rank);
+  if (rank < 0 || rank >= d) {
     return absl::InvalidArgumentError(
         absl::StrCat("checkpoint file rank ", f.rank, " is not in instance 0 ",
-                     "of epoch ", epoch.epoch, " (ranks 0..", d - 1, ")"));
+                     "of epoch ", epoch.epoch, " (",
+                     epoch.parallel.model_parallel() ? "data-parallel " : "",
+                     "ranks 0..", d - 1, ")"));
   }
   if (!SafeRelativePath(f.path)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -84,6 +153,7 @@ absl::StatusOr<std::optional<CheckpointRecord>> CheckpointRegistry::Add(
     return absl::InvalidArgumentError(
         "checkpoint report needs a dir and a step >= 0");
   }
+  const plan::ModelSpec& model = slots[slot];
   for (const ParamRangeInfo& r : f.ranges) {
     if (r.param_index < 0 ||
         r.param_index >= static_cast<int>(model.params.size()) ||
@@ -103,9 +173,13 @@ absl::StatusOr<std::optional<CheckpointRecord>> CheckpointRegistry::Add(
   }
   Pending& p = PendingFor(std::make_pair(report.step, report.dir), epoch,
                           report.adam_step);
-  p.files[f.rank] = f;
   p.failures.erase(f.rank);
-  if (static_cast<int>(p.files.size()) < d) return std::nullopt;
+  f.slot = slot;
+  f.rank = rank;
+  p.files[slot * d + rank] = std::move(f);
+  if (static_cast<int>(p.files.size()) < d * epoch.parallel.slots()) {
+    return std::nullopt;
+  }
   CheckpointRecord c;
   c.step = report.step;
   c.adam_step = p.adam_step;
@@ -113,18 +187,26 @@ absl::StatusOr<std::optional<CheckpointRecord>> CheckpointRegistry::Add(
   c.world = epoch.world;
   c.instances = epoch.instances;
   c.dir = report.dir;
-  for (auto& [rank, file] : p.files) {
+  c.tensor = epoch.parallel.tensor;
+  c.pipeline = epoch.parallel.pipeline;
+  c.context = epoch.parallel.context;
+  for (auto& [key, file] : p.files) {
     c.bytes += file.bytes;
     c.files.push_back(file);
   }
-  absl::Status covered = CheckCoverage(c.files, model, epoch.expert_parallel);
+  absl::Status covered = CheckSlotsCoverage(c, slots, epoch.expert_parallel);
   if (!covered.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("checkpoint step ", report.step, ": ", covered.message()));
   }
-  for (const plan::ParamSpec& param : model.params) {
-    c.param_names.push_back(param.name);
-    c.param_numels.push_back(param.numel());
+  for (const plan::ModelSpec& m : slots) {
+    for (const plan::ParamSpec& param : m.params) {
+      c.param_names.push_back(param.name);
+      c.param_numels.push_back(param.numel());
+    }
+    if (epoch.parallel.model_parallel()) {
+      c.slot_params.push_back(static_cast<int>(m.params.size()));
+    }
   }
   return std::optional<CheckpointRecord>(std::move(c));
 }
@@ -152,8 +234,7 @@ CheckpointAttempt CheckpointRegistry::AttemptOf(const Key& key,
   a.step = key.first;
   a.dir = key.second;
   a.files_reported = static_cast<int>(p.files.size());
-  a.files_expected =
-      p.epoch.instances > 0 ? p.epoch.world / p.epoch.instances : 0;
+  a.files_expected = ShardRanks(p.epoch) * p.epoch.parallel.slots();
   for (const auto& [rank, why] : p.failures) {
     a.failures.push_back(absl::StrCat("rank ", rank, ": ", why));
   }

@@ -4,19 +4,21 @@
 #include <utility>
 
 #include "common/clock.h"
+#include "common/job/job_slot.h"
 #include "common/status.h"
 
 namespace zshard::server {
 
 CheckpointEpoch JobCheckpoints::Shape(const EpochPlan& epoch) const {
   return {epoch.epoch, epoch.world, epoch.instances,
-          spec_->layout.expert_parallel};
+          spec_->layout.expert_parallel, spec_->parallel};
 }
 
 absl::StatusOr<std::optional<CheckpointRecord>> JobCheckpoints::Add(
     const CheckpointReport& report, const EpochPlan& epoch) {
-  ZSHARD_ASSIGN_OR_RETURN(std::optional<CheckpointRecord> done,
-                          registry_.Add(report, Shape(epoch), spec_->model));
+  ZSHARD_ASSIGN_OR_RETURN(
+      std::optional<CheckpointRecord> done,
+      registry_.Add(report, Shape(epoch), job::SlotModels(*spec_)));
   if (!done.has_value()) return done;
   done->job = spec_->name;
   done->committed_ms = WallTimeMs();

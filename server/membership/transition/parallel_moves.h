@@ -1,7 +1,8 @@
 // The moves of a model-parallel job's proposed epoch: each slot's state
 // moves only inside the slot, so the moves are those of one single-slot
-// job per slot (PlanMembersMoves over the slot's data-parallel domain),
-// numbered in one list in slot order. Pure.
+// job per slot (PlanMembersMoves over the slot's data-parallel domain, or
+// PlanCheckpointMoves from the slot's checkpoint files), numbered in one
+// list in slot order. Pure.
 #pragma once
 
 #include <string>
@@ -34,6 +35,14 @@ struct ParallelEpochMoves {
 absl::StatusOr<ParallelEpochMoves> PlanParallelMembersMoves(
     const plan::ParallelModel& model, const plan::ParallelPlan& base_plan,
     const EpochPlan& base, const std::vector<std::string>& alive,
+    const plan::ParallelPlan& next_plan, const EpochPlan& next);
+
+// PlanCheckpointMoves per slot: every range of `next` from the files of
+// `checkpoint` of its slot (a model-parallel checkpoint of the same tensor
+// and pipeline sizes; any R, C and instances). FailedPrecondition when the
+// sizes differ or a slot's files do not cover a range of it.
+absl::StatusOr<EpochMoves> PlanParallelCheckpointMoves(
+    const plan::ParallelModel& model, const CheckpointRecord& checkpoint,
     const plan::ParallelPlan& next_plan, const EpochPlan& next);
 
 // DescribeLost with the slot: "slot (tp 1, pp 0): param ...".

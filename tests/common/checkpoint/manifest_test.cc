@@ -2,6 +2,9 @@
 // against a model.
 #include "common/checkpoint/manifest.h"
 
+#include <string>
+#include <vector>
+
 #include "common/file_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -101,6 +104,56 @@ TEST(ManifestTest, ValidationNamesTheFirstDifference) {
   bad.clear_files();
   EXPECT_THAT(std::string(ValidateManifest(bad, model).message()),
               HasSubstr("no files"));
+}
+
+TEST(ManifestTest, ModelParallelManifestsAreCheckedPerSlot) {
+  // T = 2: slot 0 is Model(), slot 1 holds "c" alone.
+  plan::ModelSpec s1;
+  plan::ParamSpec c;
+  c.name = "c";
+  c.shape = {6};
+  s1.params = {c};
+  const std::vector<plan::ModelSpec> slots = {Model(), s1};
+  const plan::ParallelSizes sizes{2, 1, 1};
+  v1::CheckpointManifest m = Manifest("/x");
+  m.set_tensor(2);
+  m.set_pipeline(1);
+  m.set_context(1);
+  m.add_slot_params(2);
+  m.add_slot_params(1);
+  m.add_param_names("c");
+  m.add_param_numels(6);
+  v1::CheckpointFile* f = m.add_files();
+  f->set_path("slot-1/rank-00000.zsc");
+  f->set_slot(1);
+  v1::ParamRange* r = f->add_ranges();
+  r->set_param_index(0);
+  r->set_begin(0);
+  r->set_end(6);
+  EXPECT_TRUE(ValidateSlotsManifest(m, sizes, slots).ok());
+  // Another context size restores; another tensor or pipeline size does
+  // not, in one line naming both shapes.
+  EXPECT_TRUE(ValidateSlotsManifest(m, {2, 1, 2}, slots).ok());
+  EXPECT_EQ(std::string(ValidateSlotsManifest(m, {1, 2, 1}, slots).message()),
+            "the checkpoint was written with tensor 2, pipeline 1, context 1; "
+            "this job has tensor 1, pipeline 2, context 1: restore needs the "
+            "same tensor and pipeline sizes");
+  // A model-parallel manifest fits no single model.
+  EXPECT_THAT(std::string(ValidateManifest(m, Model()).message()),
+              HasSubstr("written with tensor 2"));
+  // A range is checked against its own slot's model.
+  v1::CheckpointManifest bad = m;
+  bad.mutable_files(1)->mutable_ranges(0)->set_end(7);
+  EXPECT_THAT(std::string(ValidateSlotsManifest(bad, sizes, slots).message()),
+              HasSubstr("outside the model"));
+  bad = m;
+  bad.set_slot_params(1, 2);
+  EXPECT_THAT(std::string(ValidateSlotsManifest(bad, sizes, slots).message()),
+              HasSubstr("slot (tp 1, pp 0) has 2 params"));
+  bad = m;
+  bad.mutable_files(1)->set_slot(2);
+  EXPECT_THAT(std::string(ValidateSlotsManifest(bad, sizes, slots).message()),
+              HasSubstr("has slot 2"));
 }
 
 }  // namespace

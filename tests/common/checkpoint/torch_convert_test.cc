@@ -183,6 +183,24 @@ TEST_F(TorchConvertTest, WithoutAnOptimizerTheMomentsAreZero) {
   EXPECT_EQ(exported->param_groups, 1);
 }
 
+// A model-parallel checkpoint (one param space per slot) is not exported.
+TEST_F(TorchConvertTest, RefusesAModelParallelCheckpointInOneLine) {
+  ASSERT_TRUE(ImportTorchCheckpoint(Write(Torch(false), "w.pt"), Model(),
+                                    dir_.File("ckpt"))
+                  .ok());
+  absl::StatusOr<v1::CheckpointManifest> m = ReadManifest(dir_.File("ckpt"));
+  ASSERT_TRUE(m.ok()) << m.status();
+  m->set_tensor(2);
+  ASSERT_TRUE(WriteManifest(*m).ok());
+  absl::StatusOr<ExportSummary> exported =
+      ExportTorchCheckpoint(dir_.File("ckpt"), Model(), dir_.File("out.pt"));
+  EXPECT_EQ(exported.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(exported.status().message(),
+            "checkpoint '" + dir_.File("ckpt") +
+                "' is model-parallel (tensor 2, pipeline 1, context 1): torch "
+                "export of a model-parallel checkpoint is not supported");
+}
+
 TEST_F(TorchConvertTest, RefusesMismatchesInOneLine) {
   struct Case {
     const char* name;

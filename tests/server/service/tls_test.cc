@@ -103,9 +103,9 @@ TEST(TlsOptionsTest, CertWithoutKeyIsRefused) {
             absl::StatusCode::kInvalidArgument);
 }
 
-// What the coordinator does not run of a model-parallel job yet is refused
-// in one line naming it: a workload other than the synthetic or trainer
-// one, and checkpoints.
+// What the coordinator does not run of a model-parallel job is refused in
+// one line naming it: a workload other than the synthetic or trainer one,
+// and a restore of other tensor or pipeline sizes.
 TEST(CoordinatorStartTest, WhatAModelParallelJobCannotRunIsRefusedInOneLine) {
   job::JobSpec spec = testing::TestJob();
   spec.parallel.tensor = 2;
@@ -123,13 +123,17 @@ TEST(CoordinatorStartTest, WhatAModelParallelJobCannotRunIsRefusedInOneLine) {
                 "the coordinator runs model-parallel jobs with the synthetic "
                 "or trainer workload only (workload 'regression')");
   spec.workload.kind = job::WorkloadKind::kSynthetic;
-  spec.checkpoint.dir = "/tmp/unused-ckpt";
-  c = Coordinator::Start(spec, CoordinatorOptions());
+  CoordinatorOptions restore;
+  CheckpointRecord written;
+  written.tensor = 2;
+  written.pipeline = 2;
+  restore.membership.restore = written;
+  c = Coordinator::Start(spec, restore);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().message(),
-            what +
-                "checkpoints of model-parallel jobs are not written yet: "
-                "remove checkpoint.dir and --restore");
+            "the checkpoint was written with tensor 2, pipeline 2, context 1; "
+            "this job has tensor 2, pipeline 1, context 1: restore needs the "
+            "same tensor and pipeline sizes");
 }
 
 TEST(CoordinatorStartTest, UnusableStateDirFailsCleanly) {

@@ -206,7 +206,10 @@ StoreWrite FullWrite() {
   c.job = "demo";
   c.step = 20;
   c.dir = "/ckpt/step-20";
-  c.files.push_back(CheckpointFileInfo{"rank-0", 0, 10, "abc", {{0, 0, 0, 5}}});
+  c.files.push_back(
+      CheckpointFileInfo{"slot-1/rank-0", 0, 10, "abc", {{0, 0, 0, 5}}, 1});
+  c.tensor = 2;
+  c.slot_params = {1, 1};
   w.checkpoints = {c};
   return w;
 }

@@ -155,5 +155,37 @@ TEST(StoreJsonTest, MovesJsonReadsOldAndNewForms) {
   EXPECT_TRUE(MovesFromJson("not json").empty());
 }
 
+// A model-parallel checkpoint keeps its sizes, its slots' param counts and
+// each file's slot through the store; an older record reads as one slot.
+TEST(StoreJsonTest, CheckpointJsonKeepsTheSlots) {
+  CheckpointRecord c;
+  c.step = 20;
+  c.tensor = 2;
+  c.pipeline = 2;
+  c.context = 2;
+  c.slot_params = {1, 2, 1, 2};
+  CheckpointFileInfo f;
+  f.path = "slot-3/rank-00001.zsc";
+  f.rank = 1;
+  f.slot = 3;
+  f.ranges = {{1, 0, 0, 5}};
+  c.files = {f};
+  CheckpointRecord back;
+  ASSERT_TRUE(CheckpointFromJson(CheckpointJson(c), &back));
+  EXPECT_EQ(CheckpointJson(back), CheckpointJson(c));
+  EXPECT_EQ(back.tensor, 2);
+  EXPECT_EQ(back.context, 2);
+  EXPECT_THAT(back.slot_params, ::testing::ElementsAre(1, 2, 1, 2));
+  ASSERT_EQ(back.files.size(), 1u);
+  EXPECT_EQ(back.files[0].slot, 3);
+  CheckpointRecord old;
+  ASSERT_TRUE(
+      CheckpointFromJson(R"({"step": 5, "files": [{"path": "r"}]})", &old));
+  EXPECT_EQ(old.tensor, 1);
+  EXPECT_EQ(old.pipeline, 1);
+  EXPECT_TRUE(old.slot_params.empty());
+  EXPECT_EQ(old.files[0].slot, 0);
+}
+
 }  // namespace
 }  // namespace zshard::server

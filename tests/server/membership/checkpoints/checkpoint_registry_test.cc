@@ -72,7 +72,7 @@ TEST(CheckpointRegistryTest, CommitsOnlyWhenEveryFileIsIn) {
 TEST(CheckpointRegistryTest, IncompleteCoverageAndBadReportsAreRefused) {
   job::JobSpec spec = testing::TestJob(1, 2, 4);
   CheckpointRegistry reg;
-  CheckpointEpoch epoch{3, 2, 1, 1};
+  CheckpointEpoch epoch{3, 2, 1, 1, {}};
   CheckpointFileInfo short1 = HalfFile(1);
   short1.ranges[1].end -= 1;  // b's last element is missing
   ASSERT_TRUE(reg.Add(Report(3, 10, HalfFile(0)), epoch, spec.model).ok());
