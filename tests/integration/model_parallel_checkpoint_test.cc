@@ -76,9 +76,10 @@ std::pair<std::string, int64_t> KillRank5(ElasticRun& run, int world) {
 // A finished T = 2, P = 2 job at world 8 (R = 2, I = 1) writes a checkpoint
 // every 10 steps, each slot's files in its own slot-S/ dir, and its
 // manifest lists them with the model-parallel sizes. A new coordinator
-// restores step 20 at world 4 (R = 1) and reaches the reference of 30
-// steps; a coordinator of another tensor or pipeline size refuses the
-// checkpoint in one line naming both shapes, and torch export refuses it.
+// restores step 20 at world 4 (R = 1), another at world 8 in two
+// instances (I = 2), and each reaches the reference of 30 steps; a coordinator
+// of another tensor or pipeline size refuses the checkpoint in one line naming
+// both shapes, and torch export refuses it.
 TEST(ModelParallelCheckpointTest, PerSlotCheckpointRestoresAtAnotherWorld) {
   ElasticJob first = CheckpointedJob();
   first.min_world = 8;
@@ -126,6 +127,14 @@ TEST(ModelParallelCheckpointTest, PerSlotCheckpointRestoresAtAnotherWorld) {
   ExpectRestoredRun(b, dir, 4);
   EXPECT_EQ(RestoredStep(b), 20);
   ExpectParallelMasters(b, 4);
+
+  // R = 2 again in two instances (I 1 -> 2: each slot's D = 1).
+  ElasticJob third = RestoredJob(a.job(), 8, 30);
+  third.instances = 2;
+  ElasticRun d(third);
+  ExpectRestoredRun(d, dir, 8);
+  EXPECT_EQ(RestoredStep(d), 20);
+  ExpectParallelMasters(d, 8);
 
   // Tensor 4, pipeline 1: slots of another shape.
   ElasticJob other = second;
