@@ -158,14 +158,7 @@ absl::Status TrainerHub::CheckHello(const nlohmann::json& hello) const {
     job_name = job_name_;
     job_model = model_;
   }
-  auto version = hello.find("version");
-  if (version == hello.end() || !version->is_number_integer() ||
-      version->get<int>() != kProtocolVersion) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the trainer speaks protocol version ",
-                     version == hello.end() ? "none" : version->dump(),
-                     ", this daemon ", kProtocolVersion));
-  }
+  ZSHARD_RETURN_IF_ERROR(CheckProtocolVersion(hello));
   auto job = hello.find("job");
   if (job != hello.end() && job->is_string() && !job_name.empty() &&
       job->get<std::string>() != job_name) {

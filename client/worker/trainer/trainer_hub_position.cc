@@ -1,6 +1,7 @@
 // TrainerHub's part for model-parallel jobs: the position a trainer asks for
 // before it builds its slot's module, and the position fields of each step.
 
+#include <string>
 #include <utility>
 
 #include "client/worker/trainer/trainer_hub.h"
@@ -44,18 +45,13 @@ nlohmann::json TrainerHub::PositionMessage() const {
 
 void TrainerHub::AnswerPosition(device::OwnedFd conn,
                                 const nlohmann::json& query) {
-  auto version = query.find("version");
+  const absl::Status speaks = CheckProtocolVersion(query);
   absl::MutexLock lock(&mu_);
-  if (version == query.end() || !version->is_number_integer() ||
-      version->get<int>() != kProtocolVersion) {
+  if (!speaks.ok()) {
     (void)SendMessage(
         conn.get(),
-        {{"type", "error"},
-         {"message",
-          absl::StrCat("the trainer speaks protocol version ",
-                       version == query.end() ? "none" : version->dump(),
-                       ", this daemon ", kProtocolVersion)}},
-        {}, options_.io_timeout_ms);
+        {{"type", "error"}, {"message", std::string(speaks.message())}}, {},
+        options_.io_timeout_ms);
     return;
   }
   if (done_.has_value()) {

@@ -28,6 +28,18 @@ absl::Status SendMessage(int socket, const nlohmann::json& body,
   return device::SendFds(socket, fds, frame, timeout_ms);
 }
 
+absl::Status CheckProtocolVersion(const nlohmann::json& first) {
+  auto version = first.find("version");
+  if (version != first.end() && version->is_number_integer() &&
+      version->get<int>() == kProtocolVersion) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("the trainer speaks protocol version ",
+                   version == first.end() ? "none" : version->dump(),
+                   ", this daemon ", kProtocolVersion));
+}
+
 absl::StatusOr<Message> ReceiveMessage(int socket, int64_t timeout_ms) {
   absl::StatusOr<device::ReceivedFds> header =
       device::ReceiveFds(socket, 4, device::kMaxPassedFds, timeout_ms);

@@ -125,6 +125,10 @@ struct Message {
 absl::Status SendMessage(int socket, const nlohmann::json& body,
                          absl::Span<const int> fds, int64_t timeout_ms);
 
+// OK when a trainer's first message speaks kProtocolVersion ("version");
+// InvalidArgument naming both versions otherwise.
+absl::Status CheckProtocolVersion(const nlohmann::json& first);
+
 // Receives one frame. Blocks at most `timeout_ms` (DeadlineExceeded);
 // Unavailable when the peer closed; InvalidArgument for a frame that is too
 // large, not JSON or not an object with a string "type".
